@@ -1,1 +1,93 @@
-"""channels."""
+"""WhatsApp channels: verify + parse provider webhooks into normalised models, send replies.
+
+Providers: Twilio (``channels.twilio``), Meta Cloud API (``channels.meta``) and the local
+outbox (``channels.outbox``). Never imports ``agent`` or ``gateway``; never imports
+aiohttp's server side: the web layer passes plain data in and maps ``ChannelError``
+subclasses to HTTP statuses (``err.http_status``).
+"""
+
+from channels.base import Sender
+from channels.describe import describe
+from channels.errors import (
+    OUTSIDE_WINDOW_CODES,
+    ChannelError,
+    MalformedPayload,
+    OutsideWindowError,
+    SendError,
+    SignatureError,
+)
+from channels.meta import (
+    META_MAX_LENGTH,
+    MetaSender,
+    parse_meta_payload,
+    verify_meta_signature,
+    verify_meta_subscription,
+)
+from channels.models import (
+    ChannelName,
+    InboundKind,
+    InboundMessage,
+    Location,
+    Media,
+    ParsedDelivery,
+    SendResult,
+    StatusUpdate,
+    make_thread_id,
+)
+from channels.numbers import mask_number, to_e164
+from channels.outbox import (
+    OUTBOX_MAX_LENGTH,
+    OutboxBatch,
+    OutboxEntry,
+    OutboxSender,
+    read_outbox,
+)
+from channels.split import split_message, text_length
+from channels.twilio import (
+    TWILIO_MAX_LENGTH,
+    TwilioSender,
+    compute_twilio_signature,
+    parse_twilio_message,
+    parse_twilio_status,
+    verify_twilio_signature,
+)
+
+__all__ = [
+    "META_MAX_LENGTH",
+    "OUTBOX_MAX_LENGTH",
+    "OUTSIDE_WINDOW_CODES",
+    "TWILIO_MAX_LENGTH",
+    "ChannelError",
+    "ChannelName",
+    "InboundKind",
+    "InboundMessage",
+    "Location",
+    "MalformedPayload",
+    "Media",
+    "MetaSender",
+    "OutboxBatch",
+    "OutboxEntry",
+    "OutboxSender",
+    "OutsideWindowError",
+    "ParsedDelivery",
+    "SendError",
+    "SendResult",
+    "Sender",
+    "SignatureError",
+    "StatusUpdate",
+    "TwilioSender",
+    "compute_twilio_signature",
+    "describe",
+    "make_thread_id",
+    "mask_number",
+    "parse_meta_payload",
+    "parse_twilio_message",
+    "parse_twilio_status",
+    "read_outbox",
+    "split_message",
+    "text_length",
+    "to_e164",
+    "verify_meta_signature",
+    "verify_meta_subscription",
+    "verify_twilio_signature",
+]

@@ -77,6 +77,7 @@ class InboundMessage(BaseModel):
     reaction: dict[str, Any] | None = None  # {"message_id":…, "emoji": … | None}
     reply_to: str | None = None  # provider id of the message this one answers
     raw_type: str | None = None  # provider's own type name, for unsupported ones
+    phone_number_id: str | None = None  # Meta: metadata.phone_number_id of the receiving number
 
     @property
     def thread_id(self) -> str:
@@ -89,7 +90,7 @@ class InboundMessage(BaseModel):
 
     def agent_text(self) -> str:
         """What the agent reads: the text, or a short PT-BR description of non-text content."""
-        from channels.describe import describe  # noqa: PLC0415 - avoids an import cycle
+        from channels.describe import describe  # local import: avoids an import cycle
 
         return describe(self)
 

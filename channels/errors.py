@@ -1,0 +1,102 @@
+"""The channel errors: one root, specific subclasses with structured fields.
+
+The gateway maps them to HTTP statuses through ``http_status`` (403 for a bad signature,
+400 for a malformed delivery) and decides from ``SendError.retryable`` whether a failed
+send may be tried again.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+__all__ = [
+    "OUTSIDE_WINDOW_CODES",
+    "ChannelError",
+    "MalformedPayload",
+    "OutsideWindowError",
+    "SendError",
+    "SignatureError",
+]
+
+#: Provider error codes meaning "outside the 24-hour customer-service window: only an
+#: approved template may be sent" (Twilio 63016, Meta 131047). They come back either
+#: from the send call (``OutsideWindowError``) or later in a failed ``StatusUpdate``.
+OUTSIDE_WINDOW_CODES: frozenset[str] = frozenset({"63016", "131047"})
+
+
+class ChannelError(Exception):
+    """Root of every error raised by ``channels``."""
+
+    http_status: ClassVar[int] = 500
+
+    def __init__(self, message: str, *, provider: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.provider = provider
+
+
+class SignatureError(ChannelError):
+    """The delivery is not proven to come from the provider (missing or wrong signature)."""
+
+    http_status: ClassVar[int] = 403
+
+    def __init__(self, reason: str, *, provider: str | None = None) -> None:
+        super().__init__(reason, provider=provider)
+        self.reason = reason
+
+
+class MalformedPayload(ChannelError):
+    """A signed delivery that cannot be understood; ``reason`` says exactly what is wrong."""
+
+    http_status: ClassVar[int] = 400
+
+    def __init__(self, reason: str, *, provider: str | None = None) -> None:
+        super().__init__(reason, provider=provider)
+        self.reason = reason
+
+
+class SendError(ChannelError):
+    """A send the provider refused or that could not be completed.
+
+    ``retryable`` is True only when trying again cannot deliver the message twice (the
+    provider rejected the request before accepting it, e.g. a rate limit, or the
+    connection was never established). ``sent_ids`` holds the provider ids of the parts
+    of a split reply that were accepted before the failure.
+    """
+
+    http_status: ClassVar[int] = 502
+
+    def __init__(
+        self,
+        provider: str,
+        code: int | None,
+        message: str,
+        retryable: bool = False,
+        *,
+        status: int | None = None,
+        sent_ids: tuple[str, ...] = (),
+    ) -> None:
+        super().__init__(
+            f"{provider} send failed ({code if code is not None else 'no code'}): {message}",
+            provider=provider,
+        )
+        self.code = code
+        self.reason = message
+        self.retryable = retryable
+        self.status = status
+        self.sent_ids = sent_ids
+
+
+class OutsideWindowError(SendError):
+    """Outside the 24-hour window: only an approved template may be sent (never retryable)."""
+
+    def __init__(
+        self,
+        provider: str,
+        code: int | None,
+        message: str,
+        *,
+        status: int | None = None,
+        sent_ids: tuple[str, ...] = (),
+    ) -> None:
+        super().__init__(provider, code, message, retryable=False, status=status, sent_ids=sent_ids)

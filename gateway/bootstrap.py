@@ -1,0 +1,170 @@
+"""The one place where real adapters are wired in: settings → Redis, LLM, agent, senders."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from collections.abc import Sequence
+from contextlib import AsyncExitStack
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import redis.asyncio as aioredis
+import structlog
+
+from agent import (
+    AgentChat,
+    ChatMessage,
+    Ledger,
+    LLMClient,
+    LLMResponse,
+    OpenAICompatibleLLM,
+    default_registry,
+    load_profiles,
+)
+from channels import MetaSender, OutboxSender, Sender, TwilioSender
+from gateway.metrics import Metrics
+from gateway.redis_server import EmbeddedRedis
+from gateway.settings import Settings
+from gateway.store import Store
+from gateway.turns import TurnRunner
+
+__all__ = ["Components", "MeteredLLM", "dev_twilio_token"]
+
+log = structlog.get_logger("gateway.bootstrap")
+
+
+def dev_twilio_token(data_dir: Path) -> str:
+    """The locally generated secret the dev chat client signs Twilio deliveries with."""
+    path = data_dir / "dev_twilio_auth_token"
+    if not path.exists():
+        data_dir.mkdir(parents=True, exist_ok=True)
+        path.write_text(secrets.token_hex(16))
+        path.chmod(0o600)
+    return path.read_text().strip()
+
+
+class MeteredLLM:
+    """LLMClient decorator: counts calls, tokens and cost per profile into the metrics."""
+
+    def __init__(self, inner: LLMClient, metrics: Metrics) -> None:
+        self.inner = inner
+        self.metrics = metrics
+
+    async def complete(
+        self, profile: str, messages: Sequence[ChatMessage], **kwargs: Any
+    ) -> LLMResponse:
+        self.metrics.llm_calls.labels(profile).inc()
+        response = await self.inner.complete(profile, messages, **kwargs)
+        usage = response.usage
+        self.metrics.llm_tokens.labels(profile, "prompt").inc(usage.prompt_tokens)
+        self.metrics.llm_tokens.labels(profile, "completion").inc(usage.completion_tokens)
+        self.metrics.llm_cost.labels(profile).inc(usage.cost_micro_usd)
+        return response
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+class Components:
+    """Everything the service runs on, opened and closed together."""
+
+    def __init__(self, settings: Settings, metrics: Metrics | None = None) -> None:
+        self.settings = settings
+        self.metrics = metrics or Metrics()
+        self._stack = AsyncExitStack()
+        self.embedded: EmbeddedRedis | None = None
+        self.redis: aioredis.Redis
+        self.store: Store
+        self.llm: LLMClient | None = None
+        self.agent: AgentChat
+        self.ledger: Ledger
+        self.senders: dict[str, Sender] = {}
+        self.runner: TurnRunner
+        self.twilio_token: str | None = None
+
+    async def __aenter__(self) -> Components:
+        s = self.settings
+        try:
+            await self._open(s)
+        except BaseException:
+            await self._stack.aclose()
+            raise
+        return self
+
+    async def _open(self, s: Settings) -> None:
+        url = s.redis_url
+        if not url:
+            self.embedded = EmbeddedRedis(s.mel_data_dir)
+            url = await asyncio.to_thread(self.embedded.start)
+            self._stack.callback(self.embedded.stop)
+            log.info("redis.embedded", data_dir=str(s.mel_data_dir))
+        self.redis = aioredis.from_url(url, socket_timeout=5, socket_connect_timeout=2)
+        self._stack.push_async_callback(self.redis.aclose)
+        self.store = Store(
+            self.redis,
+            s.mel_redis_prefix,
+            raw_maxlen=s.mel_raw_retention_count,
+            dedupe_ttl=s.mel_dedupe_ttl_seconds,
+            history_cap=2 * s.mel_history_turns,
+        )
+        self.ledger = Ledger(self.redis, s.mel_redis_prefix)
+
+        profiles = load_profiles(s.llm_profiles_path)
+        if s.llm_base_url or any(p.base_url for p in profiles.profiles.values()):
+            raw = OpenAICompatibleLLM(profiles, base_url=s.llm_base_url, api_key=s.llm_api_key)
+            self.llm = MeteredLLM(raw, self.metrics)
+            self._stack.push_async_callback(self.llm.aclose)
+        else:
+            log.warning(
+                "llm.not_configured",
+                hint="set LLM_BASE_URL (and LLM_API_KEY) to an OpenAI-compatible endpoint; "
+                "until then unguarded turns get the 'assistant unavailable' reply",
+            )
+        self.agent = AgentChat(self.llm, default_registry(), self.ledger)
+
+        if s.twilio_enabled:
+            self.twilio_token = s.twilio_auth_token
+        elif s.dev_mode:
+            self.twilio_token = dev_twilio_token(s.mel_data_dir)
+            log.warning("dev_mode", hint="no provider configured: replies go to the local outbox")
+        self.senders = self._build_senders(s)
+        for sender in self.senders.values():
+            self._stack.push_async_callback(sender.close)
+        self.runner = TurnRunner(self.agent, self.ledger, self.metrics)
+
+    def _build_senders(self, s: Settings) -> dict[str, Sender]:
+        senders: dict[str, Sender] = {}
+        if s.twilio_sending:
+            assert s.twilio_account_sid and s.twilio_auth_token and s.twilio_whatsapp_from
+            senders["twilio"] = TwilioSender(
+                s.twilio_account_sid,
+                s.twilio_auth_token,
+                s.twilio_whatsapp_from,
+                api_base_url=s.twilio_api_base_url,
+            )
+        elif self.twilio_token:
+            senders["twilio"] = OutboxSender(self.redis, self.outbox_key)
+        if s.meta_access_token and s.meta_phone_number_id:
+            senders["meta"] = MetaSender(
+                s.meta_access_token,
+                s.meta_phone_number_id,
+                graph_base_url=s.meta_graph_base_url,
+                api_version=s.meta_api_version,
+            )
+        elif s.meta_enabled:
+            senders["meta"] = OutboxSender(self.redis, self.outbox_key)
+        return senders
+
+    @property
+    def outbox_key(self) -> str:
+        return f"{self.settings.mel_redis_prefix}:outbox"
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self._stack.aclose()

@@ -1,0 +1,122 @@
+"""``mel-gateway chat``: play a WhatsApp user against the gateway, through its webhook.
+
+Each line you type becomes a Twilio-format delivery, signed like Twilio signs it (with
+``TWILIO_AUTH_TOKEN`` or, with nothing configured, the locally generated dev secret), and
+POSTed to ``/webhooks/twilio``. mel's reply is read from the event feed (``message.sent``
+for the message you sent), which shows what the outbox channel (or the provider) got.
+When no gateway answers at the URL, one is started in this process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import sys
+import uuid
+from collections.abc import AsyncIterator
+
+import aiohttp
+from aiohttp import web
+
+from channels import compute_twilio_signature
+from gateway.bootstrap import dev_twilio_token
+from gateway.settings import Settings
+from gateway.store import Store
+
+__all__ = ["run_chat"]
+
+BUSINESS = "+14155238886"
+
+
+async def _gateway_up(session: aiohttp.ClientSession, url: str) -> bool:
+    try:
+        async with session.get(f"{url}/healthz", timeout=aiohttp.ClientTimeout(total=2)) as r:
+            return r.status == 200
+    except (aiohttp.ClientError, TimeoutError):
+        return False
+
+
+@contextlib.asynccontextmanager
+async def _local_gateway(settings: Settings) -> AsyncIterator[Store]:
+    from gateway.app import create_app
+    from gateway.keys import STORE
+
+    app = create_app(settings)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, settings.host, settings.port)
+    await site.start()
+    try:
+        yield app[STORE]
+    finally:
+        await runner.cleanup()
+
+
+@contextlib.asynccontextmanager
+async def _remote_store(settings: Settings) -> AsyncIterator[Store]:
+    from gateway.bootstrap import Components
+
+    async with Components(settings) as c:
+        yield c.store
+
+
+async def run_chat(settings: Settings, args: argparse.Namespace) -> int:
+    url = (args.url or f"http://{settings.host}:{settings.port}").rstrip("/")
+    token = settings.twilio_auth_token or dev_twilio_token(settings.mel_data_dir)
+    business = (settings.twilio_whatsapp_from or BUSINESS).removeprefix("whatsapp:")
+    async with aiohttp.ClientSession() as session:
+        up = await _gateway_up(session, url)
+        opener = _remote_store(settings) if up else _local_gateway(settings)
+        async with opener as store:
+            print(f"mel gateway at {url} — escreva sua mensagem (Ctrl-D para sair)")
+            last = (await store.redis.xinfo_stream(store.keys.events))["last-generated-id"] \
+                if await store.redis.exists(store.keys.events) else "0-0"  # fmt: skip
+            cursor = last.decode() if isinstance(last, bytes) else str(last)
+            while True:
+                try:
+                    line = await asyncio.to_thread(input, "você: ")
+                except (EOFError, KeyboardInterrupt):
+                    print()
+                    return 0
+                if not line.strip():
+                    continue
+                sid = "SM" + uuid.uuid4().hex
+                params = {
+                    "MessageSid": sid,
+                    "AccountSid": settings.twilio_account_sid or "AC" + "0" * 32,
+                    "From": f"whatsapp:{args.user}",
+                    "To": f"whatsapp:{business}",
+                    "Body": line,
+                    "NumMedia": "0",
+                    "ProfileName": args.name,
+                    "WaId": args.user.lstrip("+"),
+                }
+                hook = f"{url}/webhooks/twilio"
+                headers = {"X-Twilio-Signature": compute_twilio_signature(token, hook, params)}
+                async with session.post(hook, data=params, headers=headers) as resp:
+                    if resp.status != 200:
+                        print(f"[gateway answered {resp.status}: {await resp.text()}]")
+                        continue
+                cursor = await _print_reply(store, cursor, sid, args.timeout)
+
+
+async def _print_reply(store: Store, cursor: str, sid: str, timeout: float) -> str:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while loop.time() < deadline:
+        for event in await store.read_events(cursor, block_ms=1000):
+            cursor = event["id"]
+            data = event["data"]
+            if data.get("in_reply_to") != sid:
+                continue
+            if event["type"] == "message.sent":
+                print(f"mel: {data.get('text', '')}")
+                return cursor
+            if event["type"] == "message.failed":
+                print(f"[resposta não entregue: {data.get('error') or data.get('reason')}]")
+                return cursor
+            if event["type"] == "agent.replied" and not data.get("text"):
+                return cursor
+    print("[sem resposta — a conversa pode estar com um atendente humano]", file=sys.stderr)
+    return cursor

@@ -1,0 +1,50 @@
+"""Prometheus metrics of one process (its own registry, so several apps can coexist)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+__all__ = ["Metrics"]
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.webhooks = Counter(
+            "mel_webhooks", "Webhook deliveries by provider and HTTP status", ["provider", "status"],
+            registry=r,
+        )  # fmt: skip
+        self.turns = Counter(
+            "mel_turns", "Turns by outcome (preempt kind, agent, error, …)", ["outcome"], registry=r
+        )
+        self.turn_seconds = Histogram(
+            "mel_turn_seconds",
+            "Time from a message being stored to its turn committed",
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
+            registry=r,
+        )
+        self.llm_calls = Counter("mel_llm_calls", "LLM calls by profile", ["profile"], registry=r)
+        self.llm_tokens = Counter(
+            "mel_llm_tokens", "LLM tokens by profile and kind", ["profile", "kind"], registry=r
+        )
+        self.llm_cost = Counter(
+            "mel_llm_cost_micro_usd", "Metered LLM cost (micro-USD) by profile", ["profile"],
+            registry=r,
+        )  # fmt: skip
+        self.replies = Counter(
+            "mel_replies", "Replies by channel and outcome (sent, failed, uncertain)",
+            ["channel", "status"], registry=r,
+        )  # fmt: skip
+        self.queue_depth = Gauge(
+            "mel_queue_threads", "Threads with messages waiting or in progress", registry=r
+        )
+        self.queue_pending = Gauge(
+            "mel_queue_pending", "Ready entries delivered to a worker, not yet finished", registry=r
+        )
+        self.queue_lag = Gauge(
+            "mel_queue_lag_seconds", "Age of the oldest unfinished ready entry", registry=r
+        )
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

@@ -1,0 +1,552 @@
+"""Redis state of the gateway: dedupe, per-thread inboxes, leases, turn commits, replies.
+
+Every operation on the hot path is one Lua script, so it is one round trip and atomic.
+All keys of one thread share the hash tag ``{thread_id}``; the two global streams (the
+ready queue and the event log) are written in the same scripts, which keeps a turn's
+state, its events and its pending reply in one atomic step (see DESIGN.md, "Redis").
+
+Per thread (``P:t:{T}:…``):
+
+- ``seen:<provider id>``  dedupe marker (``SET NX EX``), one per inbound message
+- ``inbox``               list of inbound messages not yet turned (JSON, arrival order)
+- ``sched``               set while the thread has a live entry in the ready stream
+- ``lease``               the token of the worker that owns the thread right now (PX)
+- ``state``               hash: counter, session, household, mode, timestamps, …
+- ``history``             capped list of ChatMessage JSON (user and assistant turns)
+- ``reply:<provider id>`` hash: the reply to one inbound message and its delivery status
+- ``outbox``              provider ids whose reply is committed but not yet delivered
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import redis.asyncio as aioredis
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+__all__ = [
+    "READY_GROUP",
+    "CommitRequest",
+    "Keys",
+    "LeaseLost",
+    "LoadedThread",
+    "NewEvent",
+    "Store",
+    "StoreDown",
+    "utc_now_iso",
+]
+
+READY_GROUP = "workers"
+StoreDown = (RedisConnectionError, RedisTimeoutError, OSError)
+
+
+def utc_now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class LeaseLost(Exception):
+    """Another worker owns the thread now; this one must drop the turn."""
+
+
+class Keys:
+    """Key names. ``prefix`` is ``MEL_REDIS_PREFIX``."""
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+        self.ready = f"{prefix}:ready"
+        self.events = f"{prefix}:events"
+        self.raw = f"{prefix}:raw"
+        self.workers = f"{prefix}:workers"
+
+    def thread(self, thread_id: str, name: str) -> str:
+        return f"{self.prefix}:t:{{{thread_id}}}:{name}"
+
+    def sent(self, provider_message_id: str) -> str:
+        return f"{self.prefix}:sent:{provider_message_id}"
+
+    def session_events(self, session_id: str) -> str:
+        return f"{self.prefix}:session:{session_id}:events"
+
+
+@dataclass(frozen=True, slots=True)
+class NewEvent:
+    type: str
+    data: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedThread:
+    """One round trip's worth of a thread: state, history, next message, pending replies."""
+
+    state: dict[str, str]
+    history: list[str]
+    head: str | None
+    outbox: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class CommitRequest:
+    thread_id: str
+    message_id: str
+    session_id: str
+    state: Mapping[str, str]
+    history: Sequence[str]
+    events: Sequence[NewEvent]
+    reply_text: str | None
+    reply_to: str  # E.164 number the reply goes to
+    channel: str
+
+
+# --- Lua -----------------------------------------------------------------------------
+
+_INGEST = """
+-- KEYS: seen, inbox, sched, ready   ARGV: ttl, message json, thread id
+if not redis.call('SET', KEYS[1], '1', 'NX', 'EX', ARGV[1]) then return 0 end
+redis.call('RPUSH', KEYS[2], ARGV[2])
+if redis.call('SET', KEYS[3], '1', 'NX') then
+  redis.call('XADD', KEYS[4], '*', 't', ARGV[3])
+end
+return 1
+"""
+
+_LOAD = """
+-- KEYS: lease, state, history, inbox, outbox   ARGV: token, lease ms
+local owner = redis.call('GET', KEYS[1])
+if owner and owner ~= ARGV[1] then return false end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return {redis.call('HGETALL', KEYS[2]), redis.call('LRANGE', KEYS[3], 0, -1),
+        redis.call('LINDEX', KEYS[4], 0) or '', redis.call('LRANGE', KEYS[5], 0, -1)}
+"""
+
+# Appends events to the global log and to their session's id list. Shared by scripts.
+_EMIT = """
+local function emit(events_key, maxlen, at, thread_id, session_id, session_key, events)
+  local ids = {}
+  for i, ev in ipairs(events) do
+    local id = redis.call('XADD', events_key, 'MAXLEN', '~', maxlen, '*',
+      'type', ev[1], 'at', at, 'thread_id', thread_id, 'session_id', session_id,
+      'data', ev[2])
+    if session_key ~= '' then redis.call('RPUSH', session_key, id) end
+    ids[#ids + 1] = id
+  end
+  return ids
+end
+"""
+
+_RELEASE_IF_IDLE = """
+local function release_if_idle(inbox, outbox, sched, lease, ready, group, entry, token)
+  if redis.call('LLEN', inbox) == 0 and redis.call('LLEN', outbox) == 0 then
+    redis.call('DEL', sched)
+    if entry ~= '' then redis.call('XACK', ready, group, entry) end
+    if redis.call('GET', lease) == token then redis.call('DEL', lease) end
+    return 1
+  end
+  return 0
+end
+"""
+
+_COMMIT = (
+    _EMIT
+    + _RELEASE_IF_IDLE
+    + """
+-- KEYS: lease, inbox, state, history, outbox, reply, events, session_events, sched, ready
+-- ARGV: token, message id, payload json, history cap, events maxlen, at, thread id,
+--       session id, ready entry id, group, reply ttl
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return redis.error_reply('LEASE_LOST') end
+local head = redis.call('LINDEX', KEYS[2], 0)
+if not head then return redis.error_reply('EMPTY_INBOX') end
+if cjson.decode(head)['provider_message_id'] ~= ARGV[2] then
+  return redis.error_reply('HEAD_MISMATCH')
+end
+redis.call('LPOP', KEYS[2])
+local p = cjson.decode(ARGV[3])
+local flat = {}
+for k, v in pairs(p['state']) do flat[#flat + 1] = k; flat[#flat + 1] = v end
+if #flat > 0 then redis.call('HSET', KEYS[3], unpack(flat)) end
+if #p['history'] > 0 then
+  redis.call('RPUSH', KEYS[4], unpack(p['history']))
+  redis.call('LTRIM', KEYS[4], -tonumber(ARGV[4]), -1)
+end
+if p['reply'] ~= cjson.null then
+  redis.call('HSET', KEYS[6], 'status', 'pending', 'text', p['reply'], 'to', p['to'],
+    'channel', p['channel'], 'session_id', ARGV[8], 'at', ARGV[6])
+  redis.call('EXPIRE', KEYS[6], ARGV[11])
+  redis.call('RPUSH', KEYS[5], ARGV[2])
+end
+local ids = emit(KEYS[7], ARGV[5], ARGV[6], ARGV[7], ARGV[8], KEYS[8], p['events'])
+local released = 0
+if p['reply'] == cjson.null then
+  released = release_if_idle(KEYS[2], KEYS[5], KEYS[9], KEYS[1], KEYS[10], ARGV[10],
+    ARGV[9], ARGV[1])
+end
+return {released, ids}
+"""
+)
+
+_MARK_SENDING = """
+-- KEYS: lease, reply   ARGV: token
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return redis.error_reply('LEASE_LOST') end
+local status = redis.call('HGET', KEYS[2], 'status')
+if status ~= 'pending' then return status or '' end
+redis.call('HSET', KEYS[2], 'status', 'sending')
+return 'pending'
+"""
+
+_FINISH_REPLY = (
+    _EMIT
+    + _RELEASE_IF_IDLE
+    + """
+-- KEYS: lease, reply, outbox, events, session_events, inbox, sched, ready, sent keys…
+-- ARGV: token, message id, status, provider ids json, events json, maxlen, at,
+--       thread id, session id, ready entry id, group, sent-key ttl
+redis.call('HSET', KEYS[2], 'status', ARGV[3], 'provider_ids', ARGV[4], 'done_at', ARGV[7])
+redis.call('LREM', KEYS[3], 0, ARGV[2])
+for i = 9, #KEYS do
+  redis.call('SET', KEYS[i], cjson.encode({ARGV[8], ARGV[2], ARGV[9]}), 'EX', ARGV[12])
+end
+local ids = emit(KEYS[4], ARGV[6], ARGV[7], ARGV[8], ARGV[9], KEYS[5], cjson.decode(ARGV[5]))
+local released = release_if_idle(KEYS[6], KEYS[3], KEYS[7], KEYS[1], KEYS[8], ARGV[11],
+  ARGV[10], ARGV[1])
+return {released, ids}
+"""
+)
+
+_RELEASE = (
+    _RELEASE_IF_IDLE
+    + """
+-- KEYS: inbox, outbox, sched, lease, ready   ARGV: group, entry id, token
+return release_if_idle(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[1], ARGV[2],
+  ARGV[3])
+"""
+)
+
+_RENEW = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
+"""
+
+
+class Store:
+    """The gateway's Redis operations. Holds no state of its own besides the client."""
+
+    def __init__(
+        self,
+        redis: aioredis.Redis,
+        prefix: str = "mel",
+        *,
+        events_maxlen: int = 1_000_000,
+        raw_maxlen: int = 100_000,
+        dedupe_ttl: int = 8 * 24 * 3600,
+        reply_ttl: int = 8 * 24 * 3600,
+        history_cap: int = 40,
+    ) -> None:
+        self.redis = redis
+        self.history_cap = history_cap
+        self.keys = Keys(prefix)
+        self.events_maxlen = events_maxlen
+        self.raw_maxlen = raw_maxlen
+        self.dedupe_ttl = dedupe_ttl
+        self.reply_ttl = reply_ttl
+        self._ingest = redis.register_script(_INGEST)
+        self._load = redis.register_script(_LOAD)
+        self._commit = redis.register_script(_COMMIT)
+        self._mark_sending = redis.register_script(_MARK_SENDING)
+        self._finish_reply = redis.register_script(_FINISH_REPLY)
+        self._release = redis.register_script(_RELEASE)
+        self._renew = redis.register_script(_RENEW)
+
+    # --- ingest ----------------------------------------------------------------------
+
+    async def ingest(
+        self,
+        messages: Sequence[tuple[str, str, str]],
+        raw: Mapping[str, str | bytes] | None,
+        events: Sequence[tuple[str, str, NewEvent]] = (),
+    ) -> list[bool]:
+        """Store a delivery in one round trip.
+
+        ``messages`` are ``(thread_id, provider_message_id, message_json)``; returns, for
+        each, whether it was new (False: a duplicate delivery, dropped). ``raw`` is the
+        raw delivery record, ``events`` ``(thread_id, session_id, event)`` to publish
+        (status callbacks).
+        """
+        k = self.keys
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for thread_id, message_id, body in messages:
+                await self._ingest(
+                    keys=[
+                        k.thread(thread_id, f"seen:{message_id}"),
+                        k.thread(thread_id, "inbox"),
+                        k.thread(thread_id, "sched"),
+                        k.ready,
+                    ],
+                    args=[self.dedupe_ttl, body, thread_id],
+                    client=pipe,
+                )
+            at = utc_now_iso()
+            for thread_id, session_id, event in events:
+                pipe.xadd(
+                    k.events,
+                    _event_fields(event, at, thread_id, session_id),
+                    maxlen=self.events_maxlen,
+                    approximate=True,
+                )
+            if raw is not None:
+                pipe.xadd(k.raw, dict(raw), maxlen=self.raw_maxlen, approximate=True)
+            results = await pipe.execute()
+        return [bool(r) for r in results[: len(messages)]]
+
+    async def record_raw(self, raw: Mapping[str, str | bytes]) -> None:
+        await self.redis.xadd(self.keys.raw, dict(raw), maxlen=self.raw_maxlen, approximate=True)
+
+    async def lookup_sent(self, provider_message_ids: Sequence[str]) -> list[tuple[str, ...]]:
+        """For status callbacks: ``(thread_id, inbound message id, session id)`` per id."""
+        if not provider_message_ids:
+            return []
+        raw = await self.redis.mget([self.keys.sent(p) for p in provider_message_ids])
+        return [tuple(json.loads(r)) if r else () for r in raw]
+
+    # --- worker ----------------------------------------------------------------------
+
+    async def ensure_group(self) -> None:
+        try:
+            await self.redis.xgroup_create(self.keys.ready, READY_GROUP, id="0", mkstream=True)
+        except ResponseError as exc:
+            if "BUSYGROUP" not in str(exc):
+                raise
+
+    async def load(self, thread_id: str, token: str, lease_ms: int) -> LoadedThread | None:
+        """Take (or keep) the thread's lease and read it whole. None: another worker owns it."""
+        k = self.keys
+        res = await self._load(
+            keys=[
+                k.thread(thread_id, "lease"),
+                k.thread(thread_id, "state"),
+                k.thread(thread_id, "history"),
+                k.thread(thread_id, "inbox"),
+                k.thread(thread_id, "outbox"),
+            ],
+            args=[token, lease_ms],
+        )
+        if res is None:
+            return None
+        flat, history, head, outbox = res
+        state = {_s(flat[i]): _s(flat[i + 1]) for i in range(0, len(flat), 2)}
+        return LoadedThread(
+            state=state,
+            history=[_s(h) for h in history],
+            head=_s(head) or None,
+            outbox=[_s(o) for o in outbox],
+        )
+
+    async def renew(self, thread_id: str, token: str, lease_ms: int) -> bool:
+        res = await self._renew(keys=[self.keys.thread(thread_id, "lease")], args=[token, lease_ms])
+        return bool(res)
+
+    async def commit(self, req: CommitRequest, token: str, entry_id: str) -> tuple[bool, list[str]]:
+        """Commit a turn: pop the message, write state/history/events, queue the reply.
+
+        Returns (thread released, event ids). Raises LeaseLost when fenced off.
+        """
+        k = self.keys
+        t = req.thread_id
+        payload = {
+            "state": dict(req.state),
+            "history": list(req.history),
+            "events": [[e.type, json.dumps(e.data, ensure_ascii=False)] for e in req.events],
+            "reply": req.reply_text,
+            "to": req.reply_to,
+            "channel": req.channel,
+        }
+        try:
+            released, ids = await self._commit(
+                keys=[
+                    k.thread(t, "lease"),
+                    k.thread(t, "inbox"),
+                    k.thread(t, "state"),
+                    k.thread(t, "history"),
+                    k.thread(t, "outbox"),
+                    k.thread(t, f"reply:{req.message_id}"),
+                    k.events,
+                    k.session_events(req.session_id) if req.session_id else "",
+                    k.thread(t, "sched"),
+                    k.ready,
+                ],
+                args=[
+                    token,
+                    req.message_id,
+                    json.dumps(payload, ensure_ascii=False),
+                    self.history_cap,
+                    self.events_maxlen,
+                    utc_now_iso(),
+                    t,
+                    req.session_id,
+                    entry_id,
+                    READY_GROUP,
+                    self.reply_ttl,
+                ],
+            )
+        except ResponseError as exc:
+            if "LEASE_LOST" in str(exc):
+                raise LeaseLost(t) from None
+            raise
+        return bool(released), [_s(i) for i in ids]
+
+    async def reply(self, thread_id: str, message_id: str) -> dict[str, str]:
+        raw = await self.redis.hgetall(self.keys.thread(thread_id, f"reply:{message_id}"))
+        return {_s(a): _s(b) for a, b in raw.items()}
+
+    async def mark_sending(self, thread_id: str, message_id: str, token: str) -> str:
+        """Claim the right to send a reply. Returns the status found ('pending' = go)."""
+        try:
+            res = await self._mark_sending(
+                keys=[
+                    self.keys.thread(thread_id, "lease"),
+                    self.keys.thread(thread_id, f"reply:{message_id}"),
+                ],
+                args=[token],
+            )
+        except ResponseError as exc:
+            if "LEASE_LOST" in str(exc):
+                raise LeaseLost(thread_id) from None
+            raise
+        return _s(res)
+
+    async def finish_reply(
+        self,
+        *,
+        thread_id: str,
+        message_id: str,
+        session_id: str,
+        status: str,
+        provider_ids: Sequence[str],
+        events: Sequence[NewEvent],
+        token: str,
+        entry_id: str,
+    ) -> tuple[bool, list[str]]:
+        """Record a delivery outcome (sent / failed / uncertain) and release if idle."""
+        k = self.keys
+        t = thread_id
+        released, ids = await self._finish_reply(
+            keys=[
+                k.thread(t, "lease"),
+                k.thread(t, f"reply:{message_id}"),
+                k.thread(t, "outbox"),
+                k.events,
+                k.session_events(session_id) if session_id else "",
+                k.thread(t, "inbox"),
+                k.thread(t, "sched"),
+                k.ready,
+                *[k.sent(p) for p in provider_ids],
+            ],
+            args=[
+                token,
+                message_id,
+                status,
+                json.dumps(list(provider_ids)),
+                json.dumps([[e.type, json.dumps(e.data, ensure_ascii=False)] for e in events]),
+                self.events_maxlen,
+                utc_now_iso(),
+                t,
+                session_id,
+                entry_id,
+                READY_GROUP,
+                self.dedupe_ttl,
+            ],
+        )
+        return bool(released), [_s(i) for i in ids]
+
+    async def release_if_idle(self, thread_id: str, token: str, entry_id: str) -> bool:
+        k = self.keys
+        t = thread_id
+        res = await self._release(
+            keys=[
+                k.thread(t, "inbox"),
+                k.thread(t, "outbox"),
+                k.thread(t, "sched"),
+                k.thread(t, "lease"),
+                k.ready,
+            ],
+            args=[READY_GROUP, entry_id, token],
+        )
+        return bool(res)
+
+    # --- events ----------------------------------------------------------------------
+
+    async def publish(self, thread_id: str, session_id: str, *events: NewEvent) -> list[str]:
+        """Append events outside a turn (support actions, sweeps)."""
+        at = utc_now_iso()
+        async with self.redis.pipeline(transaction=True) as pipe:
+            for event in events:
+                pipe.xadd(
+                    self.keys.events,
+                    _event_fields(event, at, thread_id, session_id),
+                    maxlen=self.events_maxlen,
+                    approximate=True,
+                )
+            ids = [_s(i) for i in await pipe.execute()]
+        if session_id:
+            await self.redis.rpush(self.keys.session_events(session_id), *ids)
+        return ids
+
+    async def read_events(
+        self, after: str = "0-0", *, count: int = 100, block_ms: int | None = None
+    ) -> list[dict[str, Any]]:
+        """Event envelopes after a stream id (exclusive), oldest first."""
+        res = await self.redis.xread({self.keys.events: after}, count=count, block=block_ms)
+        out: list[dict[str, Any]] = []
+        for _stream, entries in res or []:
+            out.extend(envelope(_s(eid), fields) for eid, fields in entries)
+        return out
+
+    async def queue_stats(self) -> tuple[int, int, float]:
+        """(ready entries, entries delivered but unfinished, age in s of the oldest one)."""
+        try:
+            summary = await self.redis.xpending(self.keys.ready, READY_GROUP)
+        except ResponseError:
+            return 0, 0, 0.0
+        length = await self.redis.xlen(self.keys.ready)
+        lag = 0.0
+        if summary["pending"]:
+            oldest_ms = int(_s(summary["min"]).split("-")[0])
+            lag = max(0.0, datetime.now(UTC).timestamp() - oldest_ms / 1000)
+        return int(length), int(summary["pending"]), lag
+
+
+def envelope(event_id: str, fields: Mapping[Any, Any]) -> dict[str, Any]:
+    """The JSON envelope of one event (DESIGN.md, "Events")."""
+    f = {_s(a): _s(b) for a, b in fields.items()}
+    return {
+        "id": event_id,
+        "type": f.get("type", ""),
+        "at": f.get("at", ""),
+        "thread_id": f.get("thread_id", ""),
+        "session_id": f.get("session_id") or None,
+        "data": json.loads(f["data"]) if f.get("data") else {},
+    }
+
+
+def _event_fields(event: NewEvent, at: str, thread_id: str, session_id: str) -> dict[str, str]:
+    return {
+        "type": event.type,
+        "at": at,
+        "thread_id": thread_id,
+        "session_id": session_id,
+        "data": json.dumps(event.data, ensure_ascii=False),
+    }
+
+
+def _s(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bytes):
+        return value.decode()
+    return str(value)

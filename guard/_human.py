@@ -1,0 +1,116 @@
+"""Human request: the couple asks to talk to a person instead of mel.
+
+Matches request forms aimed at a human, attendant, support team or "someone real", on the
+canonical text of ``_text.normalize``:
+
+* talk to — ``falar/conversar/contato com [um|uma|o|a|algum|alguém] humano/pessoa/
+  atendente/suporte/...`` ("quero falar com uma pessoa, não com bot"), "ser atendida por
+  uma pessoa";
+* hand over — ``me passa/transfere/encaminha/chama/coloca/manda [pra] um humano``;
+* availability — ``tem (algum) atendente?``, "tem gente aí?", "tem alguém que possa me
+  atender?", ``cadê o suporte``, "alguém aí?";
+* wanting — ``quero/preciso de/queria um atendente``, "atendimento humano", "pessoa de
+  verdade", "de carne e osso", a bare "humano" / "atendente" / "operador";
+* refusing the bot — "não quero falar com robô", "não quero bot";
+* contact — "qual o contato do suporte?", "me passa o whats de algum atendente".
+
+Talk about other people is not a request: the noun must be one of the human nouns above
+(not "minha esposa", "meu marido"), a possessive "meu/minha" never precedes it, it must
+not belong to a third party ("o gerente do banco", "o atendente da loja", "alguém do
+banco"), and the talking must not be the couple's own plan or past ("vou falar com",
+"falei com"). Asking what mel is ("você é humano?") is a question, not a request.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+__all__ = ["wants_human"]
+
+# "do/da X" after the noun marks a third party unless X is mel's own side.
+_TP: Final = (
+    r"(?! (?:d[aoe]s?|n[oa]s?) (?!(?:verdade|carne|mel|app|suporte|atendimento|equipe"
+    r"|empresa|voces|voce|whatsapp|chat|plataforma|servico)\b)\w)"
+)
+_ART: Final = r"(?:(?:um|uma|o|a|os|as|algum|alguma|seu|sua|qualquer) )?"
+_NOUN: Final = (
+    r"(?:ser humano|humanos?|humana|pessoas?(?: (?:real|reais|de verdade))?|atendentes?"
+    r"|atendimento(?: humano)?|alguem|suporte|operador|funcionari[oa]|responsavel|gerente"
+    r"|supervisor|supervisora|moderador|sac|equipe|especialista|don[oa]s?|criador(?:es)?"
+    r"|consultor(?:a|es)?"
+    r"|desenvolvedor(?:es)?|quem (?:manda|cuida|responde) (?:aqui|isso|disso|daqui|por isso))"
+    # mel's own side: "alguém da equipe", "o atendente do app"
+    r"(?: (?:d[aoe]s?|dessa|desse) (?:equipe|suporte|empresa|mel|app|atendimento|voces))?"
+)
+_HUMAN: Final = (
+    rf"(?:{_ART}{_NOUN}|gente|(?:seu|sua|teu|tua|o|a) (?:chefe|patrao|patroa|criador|criadora))"
+    rf"\b{_TP}"
+)
+
+_REQUEST: Final = re.compile(
+    # talk to a human
+    r"(?<!\bvou )(?<!\bvamos )(?<!\bvai )(?<!\bfui )(?<!\bvao )(?<!\bele )(?<!\bela )"
+    r"(?<!\bmarido )(?<!\besposa )(?<!\bmulher )(?<!\bnamorado )(?<!\bnamorada )"
+    r"\b(?:falar|conversar|falo|converso|fala|papo|contato|falando|conversando"
+    r"|atendid[oa]|atender|atendimento)"
+    rf"(?: (?:direto|diretamente|so|somente|agora))? (?:com|por|pelo|pela) {_HUMAN}"
+    # hand over to a human
+    r"|\b(?:passa|passe|passar|transfere|transfira|transferir|encaminha|encaminhe"
+    r"|encaminhar|redireciona|redirecione|coloca|coloque|colocar|bota|joga|conecta|conecte"
+    r"|conectar|manda|mande|chama|chame|chamar|aciona|acione|acionar|direciona|leva|leve"
+    r"|liga|ligue|quero|queria|preciso|precisava|gostaria|prefiro|exijo|solicito|pede"
+    r"|desejo)"
+    r"(?: (?:me|eu|de|ser atendid[oa] por|um pouco de))?"
+    r"(?: (?:pra|para|pro|pros|com|ao|em contato com|no|na|falar com))?"
+    rf" (?!(?:alguem|gente)\b){_ART}(?:ser humano|humanos?|humana|atendentes?"
+    rf"|atendimento(?: humano)?|operador|pessoa real|pessoa de verdade|suporte|pessoas?|sac"
+    rf"|equipe|responsavel|gerente)\b{_TP}"
+    r"|\b(?:passa|passe|passar|transfere|transfira|transferir|encaminha|encaminhe|coloca"
+    r"|coloque|bota|conecta|conecte|manda|mande|chama|chame|chamar|aciona)"
+    r"(?: me)?(?: (?:pra|para|pro|com|em contato com))? (?:alguem|gente)\b"
+    # is there a human?
+    rf"|\b(?:tem|existe|ha|teria|nao tem|ninguem|nenhum|nenhuma) {_ART}{_NOUN}\b{_TP}"
+    r"(?= ai\b| aqui\b| ou\b| de verdade\b| real\b| humano\b| disponivel\b| online\b"
+    r"| vivo\b| acordad[oa]\b| trabalhando\b| atendendo\b| hoje\b| ao vivo\b| agora\b| pfv\b| por favor\b| nessa\b| nesse\b| la\b| por ai\b"
+    r"| que (?:possa|pode|me|atenda|responda|fale|consiga)\b"
+    r"| (?:pra|para) (?:falar|conversar|me atender|atender|me ajudar|me responder)\b|$)"
+    r"|\btem gente\b(?= ai\b| aqui\b| ou\b| de verdade\b|$)"
+    r"|\b(?:quero|queria|prefiro|preciso de|so falo com) (?:uma |com )?gente\b(?! que)"
+    rf"|\b(?:cade|onde (?:ta|esta|estao|fica)) {_ART}{_NOUN}\b{_TP}"
+    r"|\b(?:alguem|ninguem) (?:ai|aqui|ouvindo|online|vivo|disponivel|de verdade|real"
+    r"|humano|de carne e osso|me (?:atende|responde|ouve)"
+    r"|pra (?:falar|conversar|me atender|me ajudar|me responder)"
+    r"|(?:pode|poderia|consegue) me (?:atender|responder)|me (?:ligar|liga|ligue|retornar))\b"
+    r"|\babr(?:e|ir|a) (?:um |uma )?(?:chamado|ticket)\b"
+    # unmistakable phrases
+    r"|\b(?:atendimento|atendente|suporte) humano\b|\bajuda humana\b|\bcarne e osso\b"
+    r"|\b(?:pessoa|pessoas|gente|alguem|humano) (?:de verdade|real|reais)\b"
+    # a human anywhere, except "erro humano", "recursos humanos", "você é humano?" ...
+    r"|(?<!\berro )(?<!\bcorpo )(?<!\bo ser )(?<!\btodo ser )(?<!\bcomo ser )(?<!\be )"
+    r"(?<!\be um )(?<!\bou )(?<!\bsou )(?<!\bseja )(?<!\bser um )\bhumano\b(?! ou (?:bot|robo|ia)\b)"
+    # refusing the bot
+    r"|\bnao (?:quero|gosto de|vou) (?:falar |conversar )?(?:com )?(?:um |uma |o |a |esse "
+    r"|essa )?(?:bot|robo|maquina|ia|chatbot|inteligencia artificial)\b"
+    r"|\bchega de (?:bot|robo|maquina)\b"
+    # contact details of a human
+    r"|\b(?:contato|telefone|numero|whatsapp|email|fone|canal) (?:d[aoe]s? |pro |pra |com )?"
+    rf"{_ART}(?:suporte|atendentes?|atendimento|humano|pessoa|sac|equipe|responsavel)\b{_TP}"
+    r"|\b(?:como|onde) (?:eu )?(?:falo|entro em contato|contato|acho|encontro|chamo|aciono)"
+    rf" (?:com )?{_ART}(?:suporte|atendentes?|atendimento|humano|pessoa|alguem|sac|voces)\b"
+)
+
+# The whole message is just a human noun, maybe with a greeting or "please".
+_FILLER: Final = (
+    r"(?:oi|ola|ei|alo|bom dia|boa tarde|boa noite|pfv|por favor|urgente|agora|ja|logo|ai"
+    r"|mel|aqui|eu|quero|so|um|uma|o|a|favor|obrigad[oa])"
+)
+_BARE: Final = re.compile(
+    rf"(?:{_FILLER} )*(?:atendente|atendimento|operador|suporte|humano|pessoa|sac|ser humano"
+    rf"|alguem)(?: {_FILLER})*"
+)
+
+
+def wants_human(text: str) -> bool:
+    """Whether the (normalised) ``text`` of the last user message asks for a human."""
+    return _REQUEST.search(text) is not None or _BARE.fullmatch(text) is not None

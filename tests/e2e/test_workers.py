@@ -1,0 +1,114 @@
+"""Separate worker processes on one Redis: kill -9 mid-turn, several workers, order."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.conftest import ACCOUNT_SID, AUTH_TOKEN, BUSINESS, Gateway
+from tests.fakes.llm import FakeLLM
+from tests.fakes.twilio_api import FakeTwilioAPI
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+async def spawn_worker(
+    redis_url: str, fake_llm: FakeLLM, fake_twilio: FakeTwilioAPI, tmp_path: Path
+) -> AsyncIterator[Callable[[], subprocess.Popen[bytes]]]:
+    procs: list[subprocess.Popen[bytes]] = []
+    env = {
+        **os.environ,
+        "REDIS_URL": redis_url,
+        "LLM_BASE_URL": fake_llm.base_url,
+        "LLM_API_KEY": "sk-test",
+        "TWILIO_ACCOUNT_SID": ACCOUNT_SID,
+        "TWILIO_AUTH_TOKEN": AUTH_TOKEN,
+        "TWILIO_WHATSAPP_FROM": f"whatsapp:{BUSINESS}",
+        "TWILIO_API_BASE_URL": fake_twilio.base_url,
+        "MEL_DATA_DIR": str(tmp_path / "worker-data"),
+        "MEL_CLAIM_IDLE_SECONDS": "3",
+        "MEL_LOG_FORMAT": "json",
+    }
+
+    def spawn() -> subprocess.Popen[bytes]:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "gateway", "worker"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=open(tmp_path / f"worker-{len(procs)}.log", "wb"),  # noqa: SIM115
+        )
+        procs.append(proc)
+        return proc
+
+    yield spawn
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+async def _wait(predicate: Callable[[], bool], timeout: float) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not predicate():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(0.05)
+
+
+async def test_kill_9_mid_turn_then_restart_gives_exactly_one_reply(
+    start_gateway: Any,
+    spawn_worker: Callable[[], subprocess.Popen[bytes]],
+    fake_llm: FakeLLM,
+    fake_twilio: FakeTwilioAPI,
+) -> None:
+    gw: Gateway = await start_gateway(run_worker=False)
+    fake_llm.delay = 2.0
+    fake_llm.responder = lambda req: "resposta única"
+    first = spawn_worker()
+    assert (await gw.twilio("qual o total do mês?")).status == 200
+    await _wait(lambda: fake_llm.call_count >= 1, timeout=20)  # the turn is mid-LLM
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    loop = asyncio.get_running_loop()
+    killed_at = loop.time()
+    fake_llm.delay = 0.0
+    spawn_worker()
+    await fake_twilio.wait_for_messages(1, timeout=35)
+    assert loop.time() - killed_at < 30
+    await asyncio.sleep(4)  # give any would-be duplicate time to show up
+    assert [m["Body"] for m in fake_twilio.messages] == ["resposta única"]
+    assert len(await gw.events("message.sent")) == 1
+
+
+async def test_several_worker_processes_keep_order_and_answer_each_message_once(
+    start_gateway: Any,
+    spawn_worker: Callable[[], subprocess.Popen[bytes]],
+    fake_llm: FakeLLM,
+    fake_twilio: FakeTwilioAPI,
+) -> None:
+    gw: Gateway = await start_gateway(run_worker=False)
+    fake_llm.delay = 0.05
+    fake_llm.responder = lambda req: "eco: " + req["messages"][-1]["content"]
+    spawn_worker()
+    spawn_worker()
+    users = [f"+55119{n:08d}" for n in range(8)]
+    for i in range(4):
+        await asyncio.gather(*(gw.twilio(f"{u} #{i}", user=u) for u in users))
+    sent = await fake_twilio.wait_for_messages(32, timeout=40)
+    await asyncio.sleep(1)
+    assert len(fake_twilio.messages) == 32
+    for u in users:
+        bodies = [m["Body"] for m in sent if m["To"] == f"whatsapp:{u}"]
+        assert bodies == [f"eco: {u} #{i}" for i in range(4)]

@@ -1,0 +1,292 @@
+"""A fake Twilio REST API on loopback that speaks the real wire format.
+
+The real twilio SDK (``Client`` + ``AsyncTwilioHttpClient``) talks to it once
+``client.api.base_url`` (``TwilioSender(api_base_url=fake.base_url)``) points here::
+
+    async with FakeTwilioAPI.running() as fake:
+        sender = TwilioSender(fake.account_sid, fake.auth_token, "+14155238886",
+                              api_base_url=fake.base_url)
+        await sender.send_text("+5511999990000", "oi")
+        [message] = await fake.wait_for_messages(1)
+
+Implements ``POST /2010-04-01/Accounts/{AccountSid}/Messages.json`` with HTTP Basic
+auth, Twilio's validation errors for the fields we use, scripted failures
+(``fail_next``), a per-request ``delay``, and ``deliver_status`` to call a message's
+``StatusCallback`` back with a signed status webhook, like Twilio does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import secrets
+from collections import deque
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.utils import format_datetime
+from types import TracebackType
+from typing import Any, Self
+
+import aiohttp
+from aiohttp import web
+
+from tests.fakes.payloads import TWILIO_ACCOUNT_SID, sign_twilio, twilio_status_params
+
+__all__ = ["FAKE_TWILIO_AUTH_TOKEN", "FakeTwilioAPI", "twilio_error"]
+
+FAKE_TWILIO_AUTH_TOKEN = "fake-twilio-auth-token"
+_BODY_LIMIT = 1600
+
+
+def twilio_error(status: int, code: int, message: str) -> dict[str, Any]:
+    """Twilio's REST error body."""
+    return {
+        "code": code,
+        "message": message,
+        "more_info": f"https://www.twilio.com/docs/errors/{code}",
+        "status": status,
+    }
+
+
+def _basic_auth(header: str) -> tuple[str, str] | None:
+    scheme, _, encoded = header.partition(" ")
+    if scheme.lower() != "basic":
+        return None
+    try:
+        login, sep, password = base64.b64decode(encoded, validate=True).decode().partition(":")
+    except (binascii.Error, UnicodeDecodeError):
+        return None
+    return (login, password) if sep else None
+
+
+@dataclass
+class _Failure:
+    status: int
+    code: int
+    message: str
+    times: int
+    after: int = 0  # requests to let through first
+
+
+class FakeTwilioAPI:
+    """The Messages resource of Twilio's REST API, recording what it receives."""
+
+    def __init__(
+        self,
+        account_sid: str = TWILIO_ACCOUNT_SID,
+        auth_token: str = FAKE_TWILIO_AUTH_TOKEN,
+        *,
+        delay: float = 0.0,
+    ) -> None:
+        self.account_sid = account_sid
+        self.auth_token = auth_token
+        self.delay = delay  # seconds to wait before answering each request
+        self.messages: list[dict[str, Any]] = []  # accepted: the form fields + "sid"
+        self.requests: list[dict[str, Any]] = []  # every request, answered how
+        self.base_url = ""
+        self._failures: deque[_Failure] = deque()
+        self._changed = asyncio.Condition()
+        self._runner: web.AppRunner | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @classmethod
+    @asynccontextmanager
+    async def running(cls, *args: Any, **kwargs: Any) -> AsyncIterator[FakeTwilioAPI]:
+        """Start on 127.0.0.1 (a free port), yield, stop."""
+        fake = cls(*args, **kwargs)
+        await fake.start()
+        try:
+            yield fake
+        finally:
+            await fake.stop()
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+    async def start(self) -> None:
+        app = web.Application()
+        app.router.add_post("/2010-04-01/Accounts/{account_sid}/Messages.json", self._create)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        host, port = self._runner.addresses[0][:2]
+        self.base_url = f"http://{host}:{port}"
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    # ------------------------------------------------------------------ scripting
+
+    def fail_next(
+        self,
+        status: int = 400,
+        code: int = 63016,
+        message: str | None = None,
+        *,
+        times: int = 1,
+        after: int = 0,
+    ) -> None:
+        """Answer ``times`` authenticated creates with this Twilio error, after letting
+        ``after`` of them through (e.g. ``after=1``: the second part of a split reply fails)."""
+        text = message or {
+            63016: "Failed to send freeform message because you are outside the allowed "
+            "window. If you are using WhatsApp, please use a Message Template.",
+            63018: "Rate limit exceeded for Channel",
+            20429: "Too Many Requests",
+            20500: "An internal server error has occurred",
+        }.get(code, f"Error {code}")
+        self._failures.append(_Failure(status, code, text, times, after))
+
+    async def wait_for_messages(
+        self,
+        n: int,
+        timeout: float = 5.0,  # noqa: ASYNC109 - a test deadline, failing as an assertion
+    ) -> list[dict[str, Any]]:
+        """Wait until at least ``n`` messages were accepted; all accepted so far."""
+        await self._wait(lambda: len(self.messages) >= n, timeout, f"{n} messages")
+        return list(self.messages)
+
+    async def wait_for_requests(
+        self,
+        n: int,
+        timeout: float = 5.0,  # noqa: ASYNC109 - a test deadline, failing as an assertion
+    ) -> list[dict[str, Any]]:
+        """Wait until at least ``n`` requests arrived (accepted or not)."""
+        await self._wait(lambda: len(self.requests) >= n, timeout, f"{n} requests")
+        return list(self.requests)
+
+    async def deliver_status(
+        self,
+        sid: str,
+        status: str = "delivered",
+        *,
+        url: str | None = None,
+        error_code: int | None = None,
+        error_message: str | None = None,
+    ) -> int:
+        """POST a signed status callback for message ``sid`` to its ``StatusCallback``
+        (or ``url``), as Twilio does; the HTTP status the receiver answered."""
+        message = next((m for m in self.messages if m["sid"] == sid), None)
+        target = url or (message or {}).get("StatusCallback")
+        if not target:
+            raise ValueError(f"no StatusCallback for {sid} and no url given")
+        params = twilio_status_params(
+            sid=sid,
+            status=status,
+            to=(message or {}).get("To", "whatsapp:+5511999990000"),
+            from_=(message or {}).get("From", "whatsapp:+14155238886"),
+            account_sid=self.account_sid,
+            error_code=error_code,
+            error_message=error_message,
+        )
+        headers = {"X-Twilio-Signature": sign_twilio(self.auth_token, target, params)}
+        async with (
+            aiohttp.ClientSession() as session,
+            session.post(target, data=params, headers=headers) as response,
+        ):
+            return response.status
+
+    # ------------------------------------------------------------------ handler
+
+    async def _create(self, request: web.Request) -> web.Response:
+        form = {key: str(value) for key, value in (await request.post()).items()}
+        record: dict[str, Any] = {
+            "method": request.method,
+            "path": request.path,
+            "form": form,
+            "authorization": request.headers.get("Authorization"),
+        }
+        if self.delay:
+            await asyncio.sleep(self.delay)
+        status, body = self._answer(request, form)
+        record["status"] = status
+        async with self._changed:
+            self.requests.append(record)
+            if status == 201:
+                self.messages.append({**form, "sid": body["sid"]})
+            self._changed.notify_all()
+        return web.json_response(body, status=status)
+
+    def _answer(self, request: web.Request, form: dict[str, str]) -> tuple[int, dict[str, Any]]:
+        if _basic_auth(request.headers.get("Authorization", "")) != (
+            self.account_sid,
+            self.auth_token,
+        ):
+            return 401, twilio_error(401, 20003, "Authenticate")
+        if request.match_info["account_sid"] != self.account_sid:
+            return 404, twilio_error(
+                404, 20404, f"The requested resource {request.path} was not found"
+            )
+        if self._failures and self._failures[0].after > 0:
+            self._failures[0].after -= 1
+        elif self._failures:
+            failure = self._failures[0]
+            failure.times -= 1
+            if failure.times <= 0:
+                self._failures.popleft()
+            return failure.status, twilio_error(failure.status, failure.code, failure.message)
+        if not form.get("To"):
+            return 400, twilio_error(400, 21604, "A 'To' phone number is required.")
+        if not form.get("From") and not form.get("MessagingServiceSid"):
+            return 400, twilio_error(400, 21603, "A 'From' phone number is required.")
+        body = form.get("Body", "")
+        if not body and not form.get("MediaUrl") and not form.get("ContentSid"):
+            return 400, twilio_error(400, 21602, "Message body is required.")
+        if len(body) > _BODY_LIMIT:
+            return 400, twilio_error(
+                400, 21617, "The concatenated message body exceeds the 1600 character limit."
+            )
+        return 201, self._resource(form)
+
+    def _resource(self, form: dict[str, str]) -> dict[str, Any]:
+        sid = "SM" + secrets.token_hex(16)
+        now = format_datetime(datetime.now(UTC))
+        uri = f"/2010-04-01/Accounts/{self.account_sid}/Messages/{sid}"
+        return {
+            "account_sid": self.account_sid,
+            "api_version": "2010-04-01",
+            "body": form.get("Body", ""),
+            "date_created": now,
+            "date_sent": None,
+            "date_updated": now,
+            "direction": "outbound-api",
+            "error_code": None,
+            "error_message": None,
+            "from": form.get("From"),
+            "messaging_service_sid": form.get("MessagingServiceSid"),
+            "num_media": "0",
+            "num_segments": "1",
+            "price": None,
+            "price_unit": "USD",
+            "sid": sid,
+            "status": "queued",
+            "subresource_uris": {"media": f"{uri}/Media.json"},
+            "to": form.get("To"),
+            "uri": f"{uri}.json",
+        }
+
+    async def _wait(self, ready: Callable[[], bool], seconds: float, what: str) -> None:
+        try:
+            async with asyncio.timeout(seconds), self._changed:
+                await self._changed.wait_for(ready)
+        except TimeoutError:
+            raise AssertionError(
+                f"fake Twilio: expected {what} within {seconds}s, got "
+                f"{len(self.messages)} messages / {len(self.requests)} requests"
+            ) from None
