@@ -208,12 +208,17 @@ class OpenAICompatibleLLM:
             "max_tokens": max_tokens if max_tokens is not None else settings.max_tokens,
             "timeout": settings.timeout_seconds,
         }
+        # Passed as extra_body: already wire-shaped JSON, so the SDK need not walk and
+        # re-transform the (large, constant) tool schemas on every call.
+        extra: dict[str, Any] = {}
         if tools:
-            request["tools"] = list(tools)
+            extra["tools"] = list(tools)
         if tool_choice is not None:
-            request["tool_choice"] = tool_choice
+            extra["tool_choice"] = tool_choice
         if response_format is not None:
-            request["response_format"] = response_format
+            extra["response_format"] = response_format
+        if extra:
+            request["extra_body"] = extra
         create: Any = self._client(endpoint).chat.completions.create
         started = time.perf_counter()
         try:

@@ -112,11 +112,12 @@ class Components:
         self.ledger = Ledger(self.redis, s.mel_redis_prefix)
 
         profiles = load_profiles(s.llm_profiles_path)
-        if s.llm_base_url or any(p.base_url for p in profiles.profiles.values()):
-            raw = OpenAICompatibleLLM(profiles, base_url=s.llm_base_url, api_key=s.llm_api_key)
-            self.llm = MeteredLLM(raw, self.metrics)
+        llm = OpenAICompatibleLLM(profiles, base_url=s.llm_base_url, api_key=s.llm_api_key)
+        if llm.is_configured("agent"):
+            self.llm = MeteredLLM(llm, self.metrics)
             self._stack.push_async_callback(self.llm.aclose)
         else:
+            await llm.aclose()
             log.warning(
                 "llm.not_configured",
                 hint="set LLM_BASE_URL (and LLM_API_KEY) to an OpenAI-compatible endpoint; "
@@ -132,7 +133,7 @@ class Components:
         self.senders = self._build_senders(s)
         for sender in self.senders.values():
             self._stack.push_async_callback(sender.close)
-        self.runner = TurnRunner(self.agent, self.ledger, self.metrics)
+        self.runner = TurnRunner(self.agent, self.metrics)
 
     def _build_senders(self, s: Settings) -> dict[str, Sender]:
         senders: dict[str, Sender] = {}

@@ -49,6 +49,15 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _fast_event_loop() -> None:
+    """uvloop when available (Linux, macOS): a faster event loop for serve and worker."""
+    try:
+        import uvloop  # noqa: PLC0415 - optional speed-up
+    except ImportError:  # pragma: no cover - e.g. Windows
+        return
+    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
@@ -57,6 +66,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"mel-gateway: {exc}", file=sys.stderr)
         return 2
     configure_logging(settings.mel_log_format, settings.mel_log_level)
+    if args.command in ("serve", "worker"):
+        _fast_event_loop()
     try:
         if args.command == "serve":
             return _serve(settings, args)

@@ -106,13 +106,34 @@ class CommitRequest:
 # --- Lua -----------------------------------------------------------------------------
 
 _INGEST = """
--- KEYS: seen, inbox, sched, ready   ARGV: ttl, message json, thread id
-if not redis.call('SET', KEYS[1], '1', 'NX', 'EX', ARGV[1]) then return 0 end
-redis.call('RPUSH', KEYS[2], ARGV[2])
-if redis.call('SET', KEYS[3], '1', 'NX') then
-  redis.call('XADD', KEYS[4], '*', 't', ARGV[3])
+-- One delivery: its messages, its status events and its raw record, in one step.
+-- KEYS: ready, raw, events, then per message: seen, inbox, sched
+-- ARGV[1]: JSON {ttl, raw_maxlen, events_maxlen, at, raw_meta (or null),
+--               messages: [[json, thread id]…], events: [[type, thread, session, data]…]}
+-- ARGV[2]: the raw body bytes
+local p = cjson.decode(ARGV[1])
+local new = {}
+for i, m in ipairs(p['messages']) do
+  local k = 3 + (i - 1) * 3
+  if redis.call('SET', KEYS[k + 1], '1', 'NX', 'EX', p['ttl']) then
+    redis.call('RPUSH', KEYS[k + 2], m[1])
+    if redis.call('SET', KEYS[k + 3], '1', 'NX') then
+      redis.call('XADD', KEYS[1], '*', 't', m[2])
+    end
+    new[i] = 1
+  else
+    new[i] = 0
+  end
 end
-return 1
+for _, e in ipairs(p['events']) do
+  redis.call('XADD', KEYS[3], 'MAXLEN', '~', p['events_maxlen'], '*', 'type', e[1],
+    'at', p['at'], 'thread_id', e[2], 'session_id', e[3], 'data', e[4])
+end
+if p['raw_meta'] ~= cjson.null then
+  redis.call('XADD', KEYS[2], 'MAXLEN', '~', p['raw_maxlen'], '*',
+    'meta', p['raw_meta'], 'body', ARGV[2])
+end
+return new
 """
 
 _LOAD = """
@@ -190,12 +211,11 @@ return {released, ids}
 )
 
 _MARK_SENDING = """
--- KEYS: lease, reply   ARGV: token
+-- KEYS: lease, reply   ARGV: token.  Returns the status found and the reply's fields.
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return redis.error_reply('LEASE_LOST') end
-local status = redis.call('HGET', KEYS[2], 'status')
-if status ~= 'pending' then return status or '' end
-redis.call('HSET', KEYS[2], 'status', 'sending')
-return 'pending'
+local status = redis.call('HGET', KEYS[2], 'status') or ''
+if status == 'pending' then redis.call('HSET', KEYS[2], 'status', 'sending') end
+return {status, redis.call('HGETALL', KEYS[2])}
 """
 
 _FINISH_REPLY = (
@@ -268,44 +288,45 @@ class Store:
     async def ingest(
         self,
         messages: Sequence[tuple[str, str, str]],
-        raw: Mapping[str, str | bytes] | None,
+        raw: tuple[str, bytes] | None,
         events: Sequence[tuple[str, str, NewEvent]] = (),
     ) -> list[bool]:
         """Store a delivery in one round trip.
 
         ``messages`` are ``(thread_id, provider_message_id, message_json)``; returns, for
         each, whether it was new (False: a duplicate delivery, dropped). ``raw`` is the
-        raw delivery record, ``events`` ``(thread_id, session_id, event)`` to publish
-        (status callbacks).
+        raw delivery record ``(meta JSON, body)``; ``events`` are
+        ``(thread_id, session_id, event)`` to publish (status callbacks).
         """
         k = self.keys
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for thread_id, message_id, body in messages:
-                await self._ingest(
-                    keys=[
-                        k.thread(thread_id, f"seen:{message_id}"),
-                        k.thread(thread_id, "inbox"),
-                        k.thread(thread_id, "sched"),
-                        k.ready,
-                    ],
-                    args=[self.dedupe_ttl, body, thread_id],
-                    client=pipe,
-                )
-            at = utc_now_iso()
-            for thread_id, session_id, event in events:
-                pipe.xadd(
-                    k.events,
-                    _event_fields(event, at, thread_id, session_id),
-                    maxlen=self.events_maxlen,
-                    approximate=True,
-                )
-            if raw is not None:
-                pipe.xadd(k.raw, dict(raw), maxlen=self.raw_maxlen, approximate=True)
-            results = await pipe.execute()
-        return [bool(r) for r in results[: len(messages)]]
+        keys: list[str] = [k.ready, k.raw, k.events]
+        for thread_id, message_id, _body in messages:
+            keys += [
+                k.thread(thread_id, f"seen:{message_id}"),
+                k.thread(thread_id, "inbox"),
+                k.thread(thread_id, "sched"),
+            ]
+        payload = {
+            "ttl": self.dedupe_ttl,
+            "raw_maxlen": self.raw_maxlen,
+            "events_maxlen": self.events_maxlen,
+            "at": utc_now_iso(),
+            "raw_meta": raw[0] if raw else None,
+            "messages": [[body, thread_id] for thread_id, _id, body in messages],
+            "events": [[e.type, t, sid, _json(e.data)] for t, sid, e in events],
+        }
+        new = await self._ingest(keys=keys, args=[_json(payload), raw[1] if raw else b""])
+        # cjson turns an empty array into an empty object: both mean "no messages"
+        return [bool(x) for x in new] if isinstance(new, list) else []
 
-    async def record_raw(self, raw: Mapping[str, str | bytes]) -> None:
-        await self.redis.xadd(self.keys.raw, dict(raw), maxlen=self.raw_maxlen, approximate=True)
+    async def record_raw(self, raw: tuple[str, bytes]) -> None:
+        """Keep a refused delivery for replay (no messages stored)."""
+        await self.redis.xadd(
+            self.keys.raw,
+            {"meta": raw[0], "body": raw[1]},
+            maxlen=self.raw_maxlen,
+            approximate=True,
+        )
 
     async def lookup_sent(self, provider_message_ids: Sequence[str]) -> list[tuple[str, ...]]:
         """For status callbacks: ``(thread_id, inbound message id, session id)`` per id."""
@@ -361,7 +382,7 @@ class Store:
         payload = {
             "state": dict(req.state),
             "history": list(req.history),
-            "events": [[e.type, json.dumps(e.data, ensure_ascii=False)] for e in req.events],
+            "events": [[e.type, _json(e.data)] for e in req.events],
             "reply": req.reply_text,
             "to": req.reply_to,
             "channel": req.channel,
@@ -400,14 +421,16 @@ class Store:
             raise
         return bool(released), [_s(i) for i in ids]
 
-    async def reply(self, thread_id: str, message_id: str) -> dict[str, str]:
-        raw = await self.redis.hgetall(self.keys.thread(thread_id, f"reply:{message_id}"))
-        return {_s(a): _s(b) for a, b in raw.items()}
+    async def mark_sending(
+        self, thread_id: str, message_id: str, token: str
+    ) -> tuple[str, dict[str, str]]:
+        """Claim the right to send a reply: (status found, reply fields).
 
-    async def mark_sending(self, thread_id: str, message_id: str, token: str) -> str:
-        """Claim the right to send a reply. Returns the status found ('pending' = go)."""
+        Only a ``pending`` reply may be sent; it is ``sending`` from now on, so a worker
+        that dies mid-send leaves a trace and the reply is never sent twice.
+        """
         try:
-            res = await self._mark_sending(
+            status, flat = await self._mark_sending(
                 keys=[
                     self.keys.thread(thread_id, "lease"),
                     self.keys.thread(thread_id, f"reply:{message_id}"),
@@ -418,7 +441,7 @@ class Store:
             if "LEASE_LOST" in str(exc):
                 raise LeaseLost(thread_id) from None
             raise
-        return _s(res)
+        return _s(status), {_s(flat[i]): _s(flat[i + 1]) for i in range(0, len(flat), 2)}
 
     async def finish_reply(
         self,
@@ -452,7 +475,7 @@ class Store:
                 message_id,
                 status,
                 json.dumps(list(provider_ids)),
-                json.dumps([[e.type, json.dumps(e.data, ensure_ascii=False)] for e in events]),
+                json.dumps([[e.type, _json(e.data)] for e in events]),
                 self.events_maxlen,
                 utc_now_iso(),
                 t,
@@ -534,13 +557,17 @@ def envelope(event_id: str, fields: Mapping[Any, Any]) -> dict[str, Any]:
     }
 
 
+def _json(data: Mapping[str, Any]) -> str:
+    return json.dumps(data, ensure_ascii=False)
+
+
 def _event_fields(event: NewEvent, at: str, thread_id: str, session_id: str) -> dict[str, str]:
     return {
         "type": event.type,
         "at": at,
         "thread_id": thread_id,
         "session_id": session_id,
-        "data": json.dumps(event.data, ensure_ascii=False),
+        "data": _json(event.data),
     }
 
 

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 import structlog
 
-from agent import AskResult, ChatMessage
+from agent import LLM_FAILURE_REPLY, AskResult, ChatMessage
 from channels import InboundMessage
 from gateway.metrics import Metrics
 from gateway.store import CommitRequest, LoadedThread, NewEvent, utc_now_iso
@@ -36,10 +36,6 @@ class Asker(Protocol):
     ) -> AskResult: ...
 
 
-class HouseholdResolver(Protocol):
-    async def household_for(self, number: str) -> str: ...
-
-
 def new_session_id() -> str:
     """Time-ordered, unique: ``s_<unix ms hex>_<random>``."""
     return f"s_{int(time.time() * 1000):x}_{uuid.uuid4().hex[:12]}"
@@ -54,7 +50,7 @@ def counter_after(previous: int, result: AskResult) -> int:
     """
     if result.outcome != "agent" and result.outcome != "tool_limit":
         return previous
-    if result.tool_calls:
+    if result.ran_tools:
         return 0
     return previous + 1
 
@@ -66,11 +62,8 @@ class TurnOutput:
 
 
 class TurnRunner:
-    def __init__(
-        self, agent: Asker, households: HouseholdResolver | None, metrics: Metrics | None = None
-    ) -> None:
+    def __init__(self, agent: Asker, metrics: Metrics | None = None) -> None:
         self.agent = agent
-        self.households = households
         self.metrics = metrics
 
     async def run(self, thread: LoadedThread, msg: InboundMessage, received_at: str) -> TurnOutput:
@@ -90,14 +83,6 @@ class TurnRunner:
             updates["session_id"] = session_id
             updates["session_started_at"] = now
             events.append(NewEvent("session.started", {"channel": msg.channel}))
-        household = state.get("household", "")
-        if not household:
-            household = (
-                await self.households.household_for(msg.user_number)
-                if self.households
-                else msg.user_number
-            )
-            updates["household"] = household
         events.append(NewEvent("message.received", _received_data(msg, received_at)))
 
         mode = state.get("mode", "bot")
@@ -110,7 +95,7 @@ class TurnRunner:
         history = [ChatMessage.model_validate_json(h) for h in thread.history]
         previous = int(state.get("counter", "0") or 0)
         result = await self.agent.ask(
-            [*history, user], previous, thread_id=msg.thread_id, household_id=household
+            [*history, user], previous, thread_id=msg.thread_id
         )
         updates["counter"] = str(counter_after(previous, result))
         reply = result.reply.content
@@ -128,6 +113,34 @@ class TurnRunner:
         return TurnOutput(
             self._commit(msg, session_id, updates, new_history, events, reply), outcome
         )
+
+    def failed(self, thread: LoadedThread, msg: InboundMessage, error: BaseException) -> TurnOutput:
+        """A turn that raised: answer with the PT-BR failure reply rather than retry forever.
+
+        The history keeps the user's message so the next turn has the context.
+        """
+        session_id = thread.state.get("session_id", "") or new_session_id()
+        updates = {"session_id": session_id, "last_message_at": utc_now_iso()}
+        events = [
+            NewEvent("message.received", _received_data(msg, "")),
+            NewEvent(
+                "agent.failed",
+                {
+                    "in_reply_to": msg.provider_message_id,
+                    "outcome": "error",
+                    "error": f"{type(error).__name__}: {error}",
+                },
+            ),
+        ]
+        if self.metrics is not None:
+            self.metrics.turns.labels("error").inc()
+        user = ChatMessage(role="user", content=msg.agent_text())
+        history = [
+            user.model_dump_json(),
+            ChatMessage(role="assistant", content=LLM_FAILURE_REPLY).model_dump_json(),
+        ]
+        commit = self._commit(msg, session_id, updates, history, events, LLM_FAILURE_REPLY)
+        return TurnOutput(commit, "error")
 
     @staticmethod
     def _commit(

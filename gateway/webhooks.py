@@ -53,8 +53,10 @@ _KEPT_HEADERS = (
 
 async def read_limited(request: web.Request, limit: int) -> bytes:
     """The body, refusing (413) anything over ``limit`` without reading it all."""
-    if request.content_length is not None and request.content_length > limit:
-        raise PayloadTooLarge(f"body of {request.content_length} bytes exceeds {limit}")
+    if request.content_length is not None:
+        if request.content_length > limit:
+            raise PayloadTooLarge(f"body of {request.content_length} bytes exceeds {limit}")
+        return await request.read()
     chunks: list[bytes] = []
     size = 0
     async for chunk in request.content.iter_chunked(64 * 1024):
@@ -85,23 +87,24 @@ class Delivery:
         self.thread_ids: list[str] = []
         self.message_ids: list[str] = []
 
-    def record(self, status: int, error: str = "") -> dict[str, str | bytes]:
+    def record(self, status: int, error: str = "") -> tuple[str, bytes]:
+        """The raw-delivery stream entry: ``meta`` (JSON) and the untouched ``body`` bytes."""
         req = self.request
         headers = {k.lower(): v for k, v in req.headers.items() if k.lower() in _KEPT_HEADERS}
-        return {
+        meta = {
             "received_at": self.received_at,
             "provider": self.provider,
             "method": req.method,
             "path": req.path,
             "query": req.query_string,
-            "headers": json.dumps(headers),
-            "body": self.body,
-            "status": str(status),
+            "headers": headers,
+            "status": status,
             "error": error,
-            "thread_ids": json.dumps(sorted(set(self.thread_ids))),
-            "message_ids": json.dumps(self.message_ids),
-            "elapsed_ms": f"{(time.perf_counter() - self.started) * 1000:.2f}",
+            "thread_ids": sorted(set(self.thread_ids)),
+            "message_ids": self.message_ids,
+            "elapsed_ms": round((time.perf_counter() - self.started) * 1000, 2),
         }
+        return json.dumps(meta, ensure_ascii=False), self.body
 
 
 async def _refuse(delivery: Delivery, status: int, reason: str) -> web.Response:

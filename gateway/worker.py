@@ -240,7 +240,13 @@ class Worker:
         sender = self.senders.get(msg.channel)
         if sender is not None and msg.answerable:
             self._background(sender.mark_read(msg.provider_message_id))
-        output = await self.runner.run(loaded, msg, received_at)
+        try:
+            output = await self.runner.run(loaded, msg, received_at)
+        except StoreDown:
+            raise  # Redis is away: leave the message in the inbox and retry later
+        except Exception as exc:  # a bug must not wedge the thread: answer and move on
+            log.exception("turn.failed")
+            output = self.runner.failed(loaded, msg, exc)
         released, _ids = await self.store.commit(output.commit, token, entry_id)
         if self.metrics is not None and received_at:
             self.metrics.turn_seconds.observe(time.time() - parse_received_at(received_at))
@@ -253,8 +259,7 @@ class Worker:
         self, thread_id: str, message_id: str, token: str, entry_id: str
     ) -> bool:
         """Deliver a committed reply at most once. True when the thread was released."""
-        status = await self.store.mark_sending(thread_id, message_id, token)
-        reply = await self.store.reply(thread_id, message_id)
+        status, reply = await self.store.mark_sending(thread_id, message_id, token)
         session_id = reply.get("session_id", "")
         channel = reply.get("channel", "")
         base = {"in_reply_to": message_id, "channel": channel}

@@ -30,6 +30,7 @@ frustration — see ``_frustration``.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final, Literal, Protocol
@@ -82,6 +83,10 @@ class GuardVerdict:
     kind: GuardKind | None = None
     response: str | None = None
 
+    def __post_init__(self) -> None:
+        if self.preempt != (self.kind is not None) or self.preempt != (self.response is not None):
+            raise ValueError("kind and response are set exactly when preempt is True")
+
 
 _PASS: Final = GuardVerdict(preempt=False)
 _FRUSTRATED: Final = GuardVerdict(True, "frustrated", GUARD_RESPONSE_FRUSTRATED)
@@ -96,29 +101,58 @@ def _is_user(role: object) -> bool:
     return isinstance(value, str) and value.strip().lower() == "user"
 
 
-def _last_user_texts(messages: object, limit: int) -> list[str]:
-    """The contents of the last ``limit`` user messages, newest first ("" for non-text)."""
+def _user_text(message: MessageLike) -> str | None:
+    """The text of a user message ("" when its content is not text), else None."""
+    try:
+        role = message.role
+        if role != "user" and not _is_user(role):
+            return None
+        content = message.content
+    except Exception:  # a message that cannot be read is not a user message
+        return None
+    if type(content) is str:
+        return content
+    return str.__str__(content) if isinstance(content, str) else ""
+
+
+def _last_user_texts(messages: Sequence[MessageLike], limit: int) -> list[str]:
+    """The texts of the last ``limit`` user messages, newest first."""
     texts: list[str] = []
     try:
-        ordered = reversed(messages)  # type: ignore[call-overload]
-    except TypeError:
+        ordered = reversed(messages)
+    except TypeError:  # an iterable that is not a sequence
         try:
-            ordered = reversed(list(messages))  # type: ignore[call-overload]
-        except Exception:  # not iterable at all: nothing to look at
+            ordered = reversed(list(messages))
+        except TypeError:  # not iterable at all: nothing to look at
             return texts
-    try:
+    # A sequence that fails half-way through iterating: keep what was read.
+    with contextlib.suppress(Exception):
         for message in ordered:
-            try:
-                if not _is_user(message.role):
-                    continue
+            text = _user_text(message)
+            if text is not None:
+                texts.append(text)
+                if len(texts) == limit:
+                    break
+    return texts
+
+
+def _last_user_texts_fast(messages: Sequence[MessageLike], limit: int) -> list[str]:
+    """``_last_user_texts`` for well-formed messages (the common case), else the same
+    careful walk."""
+    texts: list[str] = []
+    try:
+        for message in reversed(messages):
+            if message.role == "user":
                 content = message.content
-            except Exception:  # a message that cannot be read is not a user message
-                continue
-            texts.append(str.__str__(content) if isinstance(content, str) else "")
-            if len(texts) == limit:
-                break
-    except Exception:  # a sequence that fails while iterating: keep what was read
-        pass
+                if type(content) is not str:
+                    return _last_user_texts(messages, limit)
+                texts.append(content)
+                if len(texts) == limit:
+                    break
+            elif _is_user(message.role):
+                return _last_user_texts(messages, limit)
+    except Exception:  # anything unusual: take the careful path
+        return _last_user_texts(messages, limit)
     return texts
 
 
@@ -132,15 +166,16 @@ class ConversationGuard:
         """Decide whether to answer this turn with a canonical reply instead of the LLM."""
         past = getattr(guard_input, "past_turns_without_tool_call", None)
         loop_on = isinstance(past, int) and past >= LOOP_MIN_PAST_TURNS
-        texts = _last_user_texts(getattr(guard_input, "messages", ()), 3 if loop_on else 1)
+        texts = _last_user_texts_fast(getattr(guard_input, "messages", ()), 3 if loop_on else 1)
         if not texts:
             return _PASS
         raw = clip(texts[0])
         last = normalize(raw)
-        if is_frustrated(last, raw, wants_human):
+        tokens = last.split()
+        if is_frustrated(last, tokens, raw, wants_human):
             return _FRUSTRATED
-        if wants_human(last):
+        if wants_human(last, tokens):
             return _HUMAN_REQUEST
-        if loop_on and len(texts) == 3 and is_loop([last, normalize(texts[1]), normalize(texts[2])]):
+        if loop_on and len(texts) == 3 and is_loop(last, texts[1], texts[2]):
             return _LOOP
         return _PASS

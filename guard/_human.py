@@ -17,14 +17,22 @@ canonical text of ``_text.normalize``:
 Talk about other people is not a request: the noun must be one of the human nouns above
 (not "minha esposa", "meu marido"), a possessive "meu/minha" never precedes it, it must
 not belong to a third party ("o gerente do banco", "o atendente da loja", "alguém do
-banco"), and the talking must not be the couple's own plan or past ("vou falar com",
-"falei com"). Asking what mel is ("você é humano?") is a question, not a request.
+banco"), and the talking must not be someone else's or the couple's own plan or past
+("vou falar com", "falei com", "meu marido falar com"). Asking what mel is ("você é
+humano?", "é humano ou robô?") is a question, and "humano erra" a statement, not a
+request.
+
+Each rule carries the words it cannot match without; a rule's regex only runs when the
+message has one of them, so ordinary finance messages cost a set intersection.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from typing import Final
+
+from guard._rules import phrase, words
 
 __all__ = ["wants_human"]
 
@@ -38,8 +46,8 @@ _NOUN: Final = (
     r"(?:ser humano|humanos?|humana|pessoas?(?: (?:real|reais|de verdade))?|atendentes?"
     r"|atendimento(?: humano)?|alguem|suporte|operador|funcionari[oa]|responsavel|gerente"
     r"|supervisor|supervisora|moderador|sac|equipe|especialista|don[oa]s?|criador(?:es)?"
-    r"|consultor(?:a|es)?"
-    r"|desenvolvedor(?:es)?|quem (?:manda|cuida|responde) (?:aqui|isso|disso|daqui|por isso))"
+    r"|consultor(?:a|es)?|desenvolvedor(?:es)?"
+    r"|quem (?:manda|cuida|responde) (?:aqui|isso|disso|daqui|por isso))"
     # mel's own side: "alguém da equipe", "o atendente do app"
     r"(?: (?:d[aoe]s?|dessa|desse) (?:equipe|suporte|empresa|mel|app|atendimento|voces))?"
 )
@@ -47,57 +55,113 @@ _HUMAN: Final = (
     rf"(?:{_ART}{_NOUN}|gente|(?:seu|sua|teu|tua|o|a) (?:chefe|patrao|patroa|criador|criadora))"
     rf"\b{_TP}"
 )
+# Nouns (and the bot words of a refusal) without which no rule can match.
+_KEYS: Final = words(
+    """
+    humano humana humanos pessoa pessoas atendente atendentes atendimento alguem ninguem
+    gente suporte operador funcionario funcionaria responsavel gerente supervisor supervisora
+    moderador sac equipe especialista dono dona donos donas criador criadora criadores
+    consultor consultora consultores desenvolvedor desenvolvedores quem chefe patrao patroa
+    chamado ticket carne bot robo maquina ia chatbot inteligencia transfere transfira
+    encaminha encaminhe
+    """
+)
+_HANDOVER: Final = (
+    "passa passe passar transfere transfira transferir encaminha encaminhe encaminhar "
+    "redireciona redirecione coloca coloque colocar bota joga conecta conecte conectar manda "
+    "mande chama chame chamar aciona acione acionar direciona leva leve liga ligue"
+)
+_WANT: Final = "quero queria preciso precisava gostaria prefiro exijo solicito pede desejo"
 
-_REQUEST: Final = re.compile(
-    # talk to a human
-    r"(?<!\bvou )(?<!\bvamos )(?<!\bvai )(?<!\bfui )(?<!\bvao )(?<!\bele )(?<!\bela )"
-    r"(?<!\bmarido )(?<!\besposa )(?<!\bmulher )(?<!\bnamorado )(?<!\bnamorada )"
-    r"\b(?:falar|conversar|falo|converso|fala|papo|contato|falando|conversando"
-    r"|atendid[oa]|atender|atendimento)"
-    rf"(?: (?:direto|diretamente|so|somente|agora))? (?:com|por|pelo|pela) {_HUMAN}"
-    # hand over to a human
-    r"|\b(?:passa|passe|passar|transfere|transfira|transferir|encaminha|encaminhe"
-    r"|encaminhar|redireciona|redirecione|coloca|coloque|colocar|bota|joga|conecta|conecte"
-    r"|conectar|manda|mande|chama|chame|chamar|aciona|acione|acionar|direciona|leva|leve"
-    r"|liga|ligue|quero|queria|preciso|precisava|gostaria|prefiro|exijo|solicito|pede"
-    r"|desejo)"
-    r"(?: (?:me|eu|de|ser atendid[oa] por|um pouco de))?"
-    r"(?: (?:pra|para|pro|pros|com|ao|em contato com|no|na|falar com))?"
-    rf" (?!(?:alguem|gente)\b){_ART}(?:ser humano|humanos?|humana|atendentes?"
-    rf"|atendimento(?: humano)?|operador|pessoa real|pessoa de verdade|suporte|pessoas?|sac"
-    rf"|equipe|responsavel|gerente)\b{_TP}"
-    r"|\b(?:passa|passe|passar|transfere|transfira|transferir|encaminha|encaminhe|coloca"
-    r"|coloque|bota|conecta|conecte|manda|mande|chama|chame|chamar|aciona)"
-    r"(?: me)?(?: (?:pra|para|pro|com|em contato com))? (?:alguem|gente)\b"
-    # is there a human?
-    rf"|\b(?:tem|existe|ha|teria|nao tem|ninguem|nenhum|nenhuma) {_ART}{_NOUN}\b{_TP}"
-    r"(?= ai\b| aqui\b| ou\b| de verdade\b| real\b| humano\b| disponivel\b| online\b"
-    r"| vivo\b| acordad[oa]\b| trabalhando\b| atendendo\b| hoje\b| ao vivo\b| agora\b| pfv\b| por favor\b| nessa\b| nesse\b| la\b| por ai\b"
-    r"| que (?:possa|pode|me|atenda|responda|fale|consiga)\b"
-    r"| (?:pra|para) (?:falar|conversar|me atender|atender|me ajudar|me responder)\b|$)"
-    r"|\btem gente\b(?= ai\b| aqui\b| ou\b| de verdade\b|$)"
-    r"|\b(?:quero|queria|prefiro|preciso de|so falo com) (?:uma |com )?gente\b(?! que)"
-    rf"|\b(?:cade|onde (?:ta|esta|estao|fica)) {_ART}{_NOUN}\b{_TP}"
-    r"|\b(?:alguem|ninguem) (?:ai|aqui|ouvindo|online|vivo|disponivel|de verdade|real"
-    r"|humano|de carne e osso|me (?:atende|responde|ouve)"
-    r"|pra (?:falar|conversar|me atender|me ajudar|me responder)"
-    r"|(?:pode|poderia|consegue) me (?:atender|responder)|me (?:ligar|liga|ligue|retornar))\b"
-    r"|\babr(?:e|ir|a) (?:um |uma )?(?:chamado|ticket)\b"
-    # unmistakable phrases
-    r"|\b(?:atendimento|atendente|suporte) humano\b|\bajuda humana\b|\bcarne e osso\b"
-    r"|\b(?:pessoa|pessoas|gente|alguem|humano) (?:de verdade|real|reais)\b"
-    # a human anywhere, except "erro humano", "recursos humanos", "você é humano?" ...
-    r"|(?<!\berro )(?<!\bcorpo )(?<!\bo ser )(?<!\btodo ser )(?<!\bcomo ser )(?<!\be )"
-    r"(?<!\be um )(?<!\bou )(?<!\bsou )(?<!\bseja )(?<!\bser um )\bhumano\b(?! ou (?:bot|robo|ia)\b)"
-    # refusing the bot
-    r"|\bnao (?:quero|gosto de|vou) (?:falar |conversar )?(?:com )?(?:um |uma |o |a |esse "
-    r"|essa )?(?:bot|robo|maquina|ia|chatbot|inteligencia artificial)\b"
-    r"|\bchega de (?:bot|robo|maquina)\b"
-    # contact details of a human
-    r"|\b(?:contato|telefone|numero|whatsapp|email|fone|canal) (?:d[aoe]s? |pro |pra |com )?"
-    rf"{_ART}(?:suporte|atendentes?|atendimento|humano|pessoa|sac|equipe|responsavel)\b{_TP}"
-    r"|\b(?:como|onde) (?:eu )?(?:falo|entro em contato|contato|acho|encontro|chamo|aciono)"
-    rf" (?:com )?{_ART}(?:suporte|atendentes?|atendimento|humano|pessoa|alguem|sac|voces)\b"
+
+_RULES: Final = (
+    # talk to a human ("quero falar com uma pessoa"), not someone else's talk or a plan
+    phrase(
+        "falar conversar falo converso fala papo contato falando conversando atendido "
+        "atendida atender atendimento",
+        r"(?<!\bvou )(?<!\bvamos )(?<!\bvai )(?<!\bfui )(?<!\bvao )(?<!\bele )(?<!\bela )"
+        r"(?<!\bmarido )(?<!\besposa )(?<!\bmulher )(?<!\bnamorado )(?<!\bnamorada )"
+        r"\b(?:falar|conversar|falo|converso|fala|papo|contato|falando|conversando"
+        r"|atendid[oa]|atender|atendimento)"
+        rf"(?: (?:direto|diretamente|so|somente|agora))? (?:com|por|pelo|pela) {_HUMAN}",
+    ),
+    # hand over to / want a human ("me passa pra um humano", "preciso de um atendente")
+    phrase(
+        f"{_HANDOVER} {_WANT}",
+        rf"\b(?:{_HANDOVER.replace(' ', '|')}|{_WANT.replace(' ', '|')})"
+        r"(?: (?:me|eu|de|ser atendid[oa] por|um pouco de))?"
+        r"(?: (?:pra|para|pro|pros|com|ao|em contato com|no|na|falar com))?"
+        rf" {_ART}(?:ser humano|humanos?|humana|atendentes?|atendimento(?: humano)?|operador"
+        rf"|pessoa real|pessoa de verdade|suporte|pessoas?|sac|equipe|responsavel|gerente)"
+        rf"\b{_TP}",
+    ),
+    phrase(
+        _HANDOVER,
+        rf"\b(?:{_HANDOVER.replace(' ', '|')})(?: me)?(?: (?:pra|para|pro|com|em contato com))?"
+        r" (?:alguem|gente)\b",
+    ),
+    phrase(
+        "quero queria prefiro preciso falo",
+        r"\b(?:quero|queria|prefiro|preciso de|so falo com) (?:uma |com )?gente\b(?! que)",
+    ),
+    # is there a human? ("tem algum atendente?", "tem alguém que possa me atender?")
+    phrase(
+        "tem existe ha teria ninguem nenhum nenhuma",
+        rf"\b(?:tem|existe|ha|teria|ninguem|nenhum|nenhuma) {_ART}{_NOUN}\b{_TP}"
+        r"(?= ai\b| aqui\b| ou\b| de verdade\b| real\b| humano\b| disponivel\b| online\b"
+        r"| vivo\b| acordad[oa]\b| trabalhando\b| atendendo\b| hoje\b| ao vivo\b| agora\b"
+        r"| pfv\b| por favor\b| nessa\b| nesse\b| la\b| por ai\b"
+        r"| que (?:possa|pode|me|atenda|responda|fale|consiga)\b"
+        r"| (?:pra|para) (?:falar|conversar|me atender|atender|me ajudar|me responder)\b|$)"
+        r"|\btem gente\b(?= ai\b| aqui\b| ou\b| de verdade\b|$)",
+    ),
+    phrase("cade onde", rf"\b(?:cade|onde (?:ta|esta|estao|fica)) {_ART}{_NOUN}\b{_TP}"),
+    phrase(
+        "alguem ninguem",
+        r"\b(?:alguem|ninguem) (?:ai|aqui|ouvindo|online|vivo|disponivel|de verdade|real"
+        r"|humano|de carne e osso|me (?:atende|responde|ouve)"
+        r"|pra (?:falar|conversar|me atender|me ajudar|me responder)"
+        r"|(?:pode|poderia|consegue) me (?:atender|responder)|me (?:ligar|liga|ligue|retornar))"
+        r"\b",
+    ),
+    phrase("chamado ticket", r"\babr(?:e|ir|a) (?:um |uma )?(?:chamado|ticket)\b"),
+    # unmistakable phrases ("atendimento humano", "pessoa de verdade", "carne e osso")
+    phrase(
+        "humano humana carne verdade real reais",
+        r"\b(?:atendimento|atendente|suporte) humano\b|\bajuda humana\b|\bcarne e osso\b"
+        r"|\b(?:pessoa|pessoas|gente|alguem|humano) (?:de verdade|real|reais)\b",
+    ),
+    # "humano" after a word that makes it the thing asked for ("quero humano", "um
+    # humano"), not a statement ("humano erra") or a question about mel ("é um humano?")
+    phrase(
+        "humano",
+        r"(?<!\be )(?<!\bsou )(?<!\bser )(?<!\bseja )(?<!\bou )"
+        r"\b(?:um|uma|algum|o|com|pra|para|por|de|ao|quero|queria|preciso|chama|cade|tem"
+        r"|atendimento|atendente|suporte|ajuda|contato) humano\b(?! ou (?:bot|robo|ia|maquina)\b)",
+    ),
+    phrase(
+        "atendimento atendido atendida",
+        r"\b(?:atendimento|atendid[oa]) (?:de|com|por) (?:um |uma |algum |alguma )?"
+        r"(?:pessoa|humano|atendente|gente)\b",
+    ),
+    # refusing the bot ("não quero falar com robô")
+    phrase(
+        "bot robo maquina ia chatbot inteligencia",
+        r"\bnao (?:quero|gosto de|vou) (?:falar |conversar )?(?:com )?(?:um |uma |o |a |esse "
+        r"|essa )?(?:bot|robo|maquina|ia|chatbot|inteligencia artificial)\b"
+        r"|\bchega de (?:bot|robo|maquina)\b",
+    ),
+    # contact details of a human ("qual o contato do suporte?")
+    phrase(
+        "contato telefone numero whatsapp email fone canal",
+        r"\b(?:contato|telefone|numero|whatsapp|email|fone|canal) (?:d[aoe]s? |pro |pra |com )?"
+        rf"{_ART}(?:suporte|atendentes?|atendimento|humano|pessoa|sac|equipe|responsavel)\b{_TP}",
+    ),
+    phrase(
+        "como onde",
+        r"\b(?:como|onde) (?:eu )?(?:falo|entro em contato|contato|acho|encontro|chamo|aciono)"
+        rf" (?:com )?{_ART}(?:suporte|atendentes?|atendimento|humano|pessoa|alguem|sac|voces)\b",
+    ),
 )
 
 # The whole message is just a human noun, maybe with a greeting or "please".
@@ -107,10 +171,15 @@ _FILLER: Final = (
 )
 _BARE: Final = re.compile(
     rf"(?:{_FILLER} )*(?:atendente|atendimento|operador|suporte|humano|pessoa|sac|ser humano"
-    rf"|alguem)(?: {_FILLER})*"
+    rf"|alguem|me (?:transfere|transfira|encaminha|encaminhe))(?: {_FILLER})*"
 )
 
 
-def wants_human(text: str) -> bool:
-    """Whether the (normalised) ``text`` of the last user message asks for a human."""
-    return _REQUEST.search(text) is not None or _BARE.fullmatch(text) is not None
+def wants_human(text: str, tokens: Collection[str]) -> bool:
+    """Whether the normalised ``text`` (whose words are ``tokens``) asks for a human."""
+    if _KEYS.isdisjoint(tokens):
+        return False
+    for triggers, pattern in _RULES:
+        if not triggers.isdisjoint(tokens) and pattern.search(text) is not None:
+            return True
+    return _BARE.fullmatch(text) is not None

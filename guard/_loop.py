@@ -10,7 +10,9 @@ messages are *similar* when both have at least one content word and either
 
 Content stems are the normalised tokens minus PT-BR stop words and filler ("qual", "o",
 "mesmo", "quanto", "me mostra", "aí", "né" ...), with plurals dropped and each word cut
-to its first four letters ("gastei", "gastamos", "gastos" → "gast"), numbers kept whole.
+to its first four letters ("gastei", "gastamos", "gastos" → "gast"), numbers kept whole,
+and a few finance synonyms merged (anota / lança / adiciona / registra; viajar / viagem).
+"mês" counts as filler: "esse mês" is what the couple means when they name no month.
 A rephrasing keeps its content and only adds or drops filler or detail, so one stem set
 contains the other: "quanto gastei no mercado?" / "mercado quanto gastei" → {gast, merc}.
 A follow-up swaps the content: "e a luz?" / "e o mercado?" → {luz} / {merc}, overlap 0;
@@ -23,13 +25,17 @@ The loop needs the last *three* user messages pairwise similar, and the caller's
 
 from __future__ import annotations
 
+import functools
 from typing import Final
+
+from guard._rules import words
+from guard._text import normalize
 
 __all__ = ["content_stems", "is_loop", "similar"]
 
 THRESHOLD: Final = 0.7
 
-_STOP: Final = frozenset(
+_STOP: Final = words(
     """
     a o as os um uma uns umas de da do das dos em no na nos nas num numa pra pro pras pros
     para por pelo pela pelos pelas com sem e ou que qual quais quanto quanta quantos quantas
@@ -40,50 +46,70 @@ _STOP: Final = frozenset(
     tava foi foram era eram ser sao sera seria tem ter tenho temos tinha ha vai vou vamos
     pode podia poderia consegue quero queria preciso gostaria sabe saber diz dizer fala
     falar mostra mostrar manda mandar ver veja vejo cade lista listar informa passa da dar
-    de novo afinal nao sim ok okay viu cara mano amor deu dai oq o que hoje
-    """.split()
+    de novo afinal nao sim ok okay viu cara mano amor deu dai o que hoje mes
+    """
 )
 
 
 # Stems of words that name the same thing in a finance chat.
-_SYNONYMS: Final = {"viaj": "viag", "desp": "gast", "budg": "orca", "obje": "meta"}
+_SYNONYMS: Final = {
+    "viaj": "viag",
+    "desp": "gast",
+    "budg": "orca",
+    "obje": "meta",
+    "anot": "regi",  # anota / registra / lança / adiciona: record an expense
+    "lanc": "regi",
+    "adic": "regi",
+}
+
+
+_EMPTY: Final[frozenset[str]] = frozenset()
+
+
+@functools.lru_cache(maxsize=4096)
+def _stem(word: str) -> str:
+    if word.isdigit():
+        return word
+    if len(word) > 4 and word.endswith("es") and word[-3] in "rzsl":
+        word = word[:-2]
+    elif len(word) > 3 and word.endswith("s"):
+        word = word[:-1]
+    word = word[:4]
+    return _SYNONYMS.get(word, word)
 
 
 def content_stems(text: str) -> frozenset[str]:
     """The content stems of a normalised message (see the module docstring)."""
-    stems: set[str] = set()
-    for word in text.split():
-        if word in _STOP:
-            continue
-        if not word.isdigit():
-            if len(word) > 4 and word.endswith("es") and word[-3] in "rzsl":
-                word = word[:-2]
-            elif len(word) > 3 and word.endswith("s"):
-                word = word[:-1]
-            word = word[:4]
-            word = _SYNONYMS.get(word, word)
-        stems.add(word)
-    return frozenset(stems)
+    words = set(text.split())
+    words -= _STOP
+    return frozenset([_stem(word) for word in words]) if words else _EMPTY
 
 
 def similar(a: str, b: str, stems_a: frozenset[str], stems_b: frozenset[str]) -> bool:
     """Whether two normalised messages say the same thing (see the module docstring)."""
     if not stems_a or not stems_b:
         return False
-    shared = len(stems_a & stems_b)
-    if shared / min(len(stems_a), len(stems_b)) > THRESHOLD:
+    if len(stems_a & stems_b) / min(len(stems_a), len(stems_b)) > THRESHOLD:
         return True
     tokens_a, tokens_b = set(a.split()), set(b.split())
     return len(tokens_a & tokens_b) / len(tokens_a | tokens_b) > THRESHOLD
 
 
-def is_loop(texts: list[str]) -> bool:
-    """Whether the three normalised messages ``texts`` are pairwise similar."""
-    if len(texts) < 3:
+def is_loop(last: str, previous: str, before: str) -> bool:
+    """Whether the last three user messages are pairwise similar.
+
+    ``last`` is already normalised; ``previous`` and ``before`` are the raw texts of the
+    two user messages before it, normalised only if the comparison gets that far.
+    """
+    stems_last = content_stems(last)
+    if not stems_last:
         return False
-    stems = [content_stems(t) for t in texts]
-    return (
-        similar(texts[0], texts[1], stems[0], stems[1])
-        and similar(texts[1], texts[2], stems[1], stems[2])
-        and similar(texts[0], texts[2], stems[0], stems[2])
+    previous = normalize(previous)
+    stems_previous = content_stems(previous)
+    if not similar(last, previous, stems_last, stems_previous):
+        return False
+    before = normalize(before)
+    stems_before = content_stems(before)
+    return similar(previous, before, stems_previous, stems_before) and similar(
+        last, before, stems_last, stems_before
     )

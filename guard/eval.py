@@ -95,26 +95,26 @@ class Report:
         )
 
 
-def _parse_line(number: int, line: str) -> Case:
+def _parse_line(where: str, number: int, line: str) -> Case:
     try:
         obj = json.loads(line)
     except json.JSONDecodeError as exc:
-        raise CorpusError(f"line {number}: not valid JSON ({exc.msg})") from None
+        raise CorpusError(f"{where}:{number}: not valid JSON ({exc.msg})") from None
     if not isinstance(obj, dict):
-        raise CorpusError(f"line {number}: expected a JSON object")
+        raise CorpusError(f"{where}:{number}: expected a JSON object")
     messages = obj.get("messages")
     if (
         not isinstance(messages, list)
         or not messages
         or not all(isinstance(m, str) for m in messages)
     ):
-        raise CorpusError(f"line {number}: 'messages' must be a non-empty list of strings")
+        raise CorpusError(f"{where}:{number}: 'messages' must be a non-empty list of strings")
     past = obj.get("past_turns")
     if past is not None and (not isinstance(past, int) or isinstance(past, bool)):
-        raise CorpusError(f"line {number}: 'past_turns' must be an integer or null")
+        raise CorpusError(f"{where}:{number}: 'past_turns' must be an integer or null")
     label = obj.get("label")
     if label not in LABELS:
-        raise CorpusError(f"line {number}: 'label' must be one of {', '.join(LABELS)}")
+        raise CorpusError(f"{where}:{number}: 'label' must be one of {', '.join(LABELS)}")
     return Case(number, tuple(messages), past, label)
 
 
@@ -125,7 +125,7 @@ def load_corpus(path: str | Path) -> list[Case]:
     except (OSError, UnicodeDecodeError) as exc:
         raise CorpusError(f"cannot read {path}: {exc}") from None
     cases = [
-        _parse_line(number, line)
+        _parse_line(str(path), number, line)
         for number, line in enumerate(text.splitlines(), start=1)
         if line.strip()
     ]

@@ -96,6 +96,7 @@ class ToolRegistry:
 
     def __init__(self, tools: Iterable[Tool[Any]] = ()) -> None:
         self._tools: dict[str, Tool[Any]] = {}
+        self._schemas: list[dict[str, Any]] | None = None
         for tool in tools:
             self.register(tool)
 
@@ -103,6 +104,7 @@ class ToolRegistry:
         if tool.name in self._tools:
             raise ValueError(f"tool {tool.name!r} is already registered")
         self._tools[tool.name] = tool
+        self._schemas = None
         return tool
 
     def get(self, name: str) -> Tool[Any] | None:
@@ -122,8 +124,10 @@ class ToolRegistry:
         return len(self._tools)
 
     def schemas(self) -> list[dict[str, Any]]:
-        """The OpenAI ``tools`` list, generated from the argument models."""
-        return [tool.schema() for tool in self._tools.values()]
+        """The OpenAI ``tools`` list, generated from the argument models (once)."""
+        if self._schemas is None:
+            self._schemas = [tool.schema() for tool in self._tools.values()]
+        return self._schemas
 
     async def run(self, name: str, arguments_json: str, ctx: ToolContext) -> ToolOutcome:
         """Validate and run one call. Mistakes become an error text for the model; a

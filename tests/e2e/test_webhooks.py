@@ -24,10 +24,12 @@ async def test_valid_twilio_delivery_is_stored_then_acknowledged_with_empty_twim
     assert "<Response/>" in await resp.text()
     raw = await gateway.store.redis.xrange(gateway.store.keys.raw)
     assert len(raw) == 1
-    fields = {k.decode(): v for k, v in raw[0][1].items()}
-    assert fields["status"] == b"200"
-    assert b"qual+o+total" in fields["body"]
-    assert json.loads(fields["message_ids"]) == ["SM" + "a" * 32]
+    meta = json.loads(raw[0][1][b"meta"])
+    assert meta["status"] == 200
+    assert meta["provider"] == "twilio"
+    assert meta["headers"]["x-twilio-signature"]
+    assert b"qual+o+total" in raw[0][1][b"body"]
+    assert meta["message_ids"] == ["SM" + "a" * 32]
 
 
 @pytest.mark.parametrize(

@@ -18,6 +18,7 @@ auth, Twilio's validation errors for the fields we use, scripted failures
 from __future__ import annotations
 
 import asyncio
+import time
 import base64
 import binascii
 import secrets
@@ -85,6 +86,7 @@ class FakeTwilioAPI:
         self.auth_token = auth_token
         self.delay = delay  # seconds to wait before answering each request
         self.messages: list[dict[str, Any]] = []  # accepted: the form fields + "sid"
+        self.arrivals: list[float] = []  # time.perf_counter() of each accepted message
         self.requests: list[dict[str, Any]] = []  # every request, answered how
         self.base_url = ""
         self._failures: deque[_Failure] = deque()
@@ -220,6 +222,7 @@ class FakeTwilioAPI:
             self.requests.append(record)
             if status == 201:
                 self.messages.append({**form, "sid": body["sid"]})
+                self.arrivals.append(time.perf_counter())
             self._changed.notify_all()
         return web.json_response(body, status=status)
 

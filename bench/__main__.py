@@ -1,0 +1,6 @@
+"""``make bench``: every benchmark, one table each. Ratios against same-run baselines."""
+
+from bench import gateway_bench, guard_bench
+
+guard_bench.main()
+gateway_bench.main()

@@ -1,0 +1,470 @@
+"""ConversationGuard (spec 023) at guard level: the spec's scenarios, exact strings, the
+choices documented in ``guard._guard``, hard negatives, purity, and the lexicon's own
+consistency. The AgentChat-level scenarios live with the agent tests."""
+
+from __future__ import annotations
+
+import ast
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from guard import (
+    GUARD_RESPONSE_FRUSTRATED,
+    GUARD_RESPONSE_HUMAN_REQUEST,
+    GUARD_RESPONSE_LOOP,
+    ConversationGuard,
+    GuardInput,
+    GuardVerdict,
+    _frustration,
+    _human,
+    _loop,
+    _text,
+)
+
+GUARD_DIR = Path(__file__).resolve().parents[2] / "guard"
+
+
+@dataclass(frozen=True, slots=True)
+class Msg:
+    role: str
+    content: object
+
+
+def user(text: str) -> Msg:
+    return Msg("user", text)
+
+
+def bot(text: str) -> Msg:
+    return Msg("assistant", text)
+
+
+def evaluate(*texts: str, past: int | None = None) -> GuardVerdict:
+    """The verdict for a conversation of user messages, oldest first."""
+    return ConversationGuard.evaluate(GuardInput([user(t) for t in texts], past))
+
+
+# --------------------------------------------------------------------------- contract
+
+
+def test_constants_are_the_spec_strings_verbatim() -> None:
+    assert GUARD_RESPONSE_FRUSTRATED == (
+        "Vi que tu tá frustrado e eu entendo. Bora tentar de outro jeito — "
+        "me conta o que tu precisa em 1 frase curta?"
+    )
+    assert GUARD_RESPONSE_LOOP == (
+        "Acho que travei. Não consegui te ajudar com isso. "
+        "Quer reformular ou esperar um humano entrar pra te ajudar mais tarde?"
+    )
+    assert GUARD_RESPONSE_HUMAN_REQUEST == (
+        "Por enquanto só eu (mel) por aqui — sem humano. Anoto o pedido pra avisar quando "
+        "suporte entrar. Enquanto isso, posso te ajudar com orçamento, metas ou fatura?"
+    )
+    assert "\u2014" in GUARD_RESPONSE_FRUSTRATED  # the em dash is part of the string
+    assert not GUARD_RESPONSE_LOOP.startswith(("\u201c", '"'))  # the quotes are not
+
+
+def test_public_api() -> None:
+    import guard
+
+    assert guard.__all__ == sorted(guard.__all__, key=lambda n: (not n.isupper(), n))
+    assert {
+        "ConversationGuard",
+        "GuardInput",
+        "GuardVerdict",
+        "GuardKind",
+        "MessageLike",
+        "GUARD_RESPONSE_FRUSTRATED",
+        "GUARD_RESPONSE_LOOP",
+        "GUARD_RESPONSE_HUMAN_REQUEST",
+    } <= set(guard.__all__)
+    verdict = evaluate("oi")
+    with pytest.raises(AttributeError):
+        verdict.preempt = True  # type: ignore[misc]
+    with pytest.raises(ValueError, match="exactly when preempt"):
+        GuardVerdict(preempt=True)
+
+
+def test_guard_imports_only_the_standard_library() -> None:
+    stdlib = set(sys.stdlib_module_names) | {"__future__"}
+    for path in GUARD_DIR.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                roots = {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                roots = {(node.module or "").split(".")[0]}
+            else:
+                continue
+            assert roots <= stdlib | {"guard"}, f"{path.name} imports {roots}"
+
+
+def test_agent_chat_message_is_a_message_like() -> None:
+    from agent.messages import ChatMessage
+
+    messages = [ChatMessage(role="user", content="quero falar com uma pessoa, não com bot")]
+    verdict = ConversationGuard.evaluate(GuardInput(messages=messages))
+    assert verdict.kind == "human-request"
+
+
+# ------------------------------------------------------------------ the spec's scenarios
+
+
+def test_frustrated_client_gets_the_empathetic_reply() -> None:
+    verdict = evaluate("esse bot é uma porra, não funciona NADA")
+    assert verdict == GuardVerdict(True, "frustrated", GUARD_RESPONSE_FRUSTRATED)
+    assert re.search(r"entendo|frustrad|bora tentar", verdict.response or "", re.I)
+
+
+def test_loop_is_detected_after_three_similar_messages() -> None:
+    verdict = evaluate("qual o saldo?", "saldo?", "saldo mesmo?", past=2)
+    assert verdict == GuardVerdict(True, "loop", GUARD_RESPONSE_LOOP)
+    assert re.search(r"travei|reformul|humano", verdict.response or "", re.I)
+
+
+def test_human_request_is_answered_transparently() -> None:
+    verdict = evaluate("quero falar com uma pessoa, não com bot")
+    assert verdict == GuardVerdict(True, "human-request", GUARD_RESPONSE_HUMAN_REQUEST)
+    assert re.search(r"só eu|por enquanto|sem humano|anoto.*pedido", verdict.response or "", re.I)
+    assert re.search(r"orçamento|meta|fatura", verdict.response or "", re.I)
+
+
+def test_normal_message_does_not_preempt() -> None:
+    verdict = evaluate("qual o total do mês?")
+    assert verdict == GuardVerdict(preempt=False)
+    assert (verdict.preempt, verdict.kind, verdict.response) == (False, None, None)
+
+
+def test_frustration_wins_over_a_human_request() -> None:
+    verdict = evaluate("VAI A MERDA, QUERO FALAR COM HUMANO")
+    assert verdict.kind == "frustrated"
+    assert verdict.response == GUARD_RESPONSE_FRUSTRATED
+
+
+# ------------------------------------------------------------------------------- loop
+
+
+@pytest.mark.parametrize("past", [None, 0, 1, -1, -(10**9)])
+def test_loop_is_off_without_the_callers_signal(past: int | None) -> None:
+    assert not evaluate("qual o saldo?", "saldo?", "saldo mesmo?", past=past).preempt
+
+
+@pytest.mark.parametrize("past", [2, 3, 10**12])
+def test_loop_fires_from_two_past_turns(past: int) -> None:
+    assert evaluate("qual o saldo?", "saldo?", "saldo mesmo?", past=past).kind == "loop"
+
+
+def test_loop_ignores_assistant_messages_in_between() -> None:
+    messages = [
+        user("quanto gastei em mercado"),
+        bot("Deixa eu ver..."),
+        user("quanto eu gastei no mercado?"),
+        bot("Desculpa, não consegui."),
+        Msg("tool", "{}"),
+        user("mercado quanto gastei"),
+    ]
+    assert ConversationGuard.evaluate(GuardInput(messages, 2)).kind == "loop"
+
+
+def test_loop_looks_at_the_last_three_user_messages_only() -> None:
+    assert evaluate("oi", "qual o saldo?", "saldo?", "saldo mesmo?", past=2).kind == "loop"
+    assert not evaluate("qual o saldo?", "saldo?", "e a fatura?", past=2).preempt
+
+
+def test_loop_needs_three_user_messages() -> None:
+    assert not evaluate("saldo?", "saldo?", past=2).preempt
+
+
+@pytest.mark.parametrize(
+    "texts",
+    [
+        ("e a luz?", "e o mercado?", "e o aluguel?"),
+        ("quanto gastei em maio", "e em abril?", "e em março?"),
+        ("gastei 50 na padaria", "gastei 30 no uber", "gastei 20 na farmacia"),
+        ("gastos de mercado em maio", "gastos de mercado em junho", "gastos de mercado em julho"),
+        ("ok", "ok", "ok"),
+        ("kkkk", "kkk", "kkkkk"),
+    ],
+)
+def test_follow_ups_and_acknowledgements_are_not_a_loop(texts: tuple[str, ...]) -> None:
+    assert not evaluate(*texts, past=2).preempt
+
+
+def test_spec_jaccard_alone_would_miss_the_spec_example() -> None:
+    """Contradiction (b): literal whitespace Jaccard scores 0.33 / 0.5 / 0.25 here."""
+
+    def jaccard(a: str, b: str) -> float:
+        x = set(re.sub(r"[^\w\s]", "", a.lower()).split())
+        y = set(re.sub(r"[^\w\s]", "", b.lower()).split())
+        return len(x & y) / len(x | y)
+
+    texts = ["qual o saldo?", "saldo?", "saldo mesmo?"]
+    assert [round(jaccard(a, b), 2) for a, b in [texts[:2], texts[1:], texts[::2]]] == [
+        0.33,
+        0.5,
+        0.25,
+    ]
+    assert evaluate(*texts, past=2).kind == "loop"
+
+
+# ---------------------------------------------------------- last user message only
+
+
+def test_only_the_last_user_message_counts_for_frustration() -> None:
+    assert not evaluate("que bot burro", "ok, qual o total do mês?").preempt
+    assert not evaluate("quero falar com um humano", "deixa, qual o saldo?").preempt
+
+
+def test_assistant_messages_after_the_last_user_message_are_ignored() -> None:
+    messages = [user("vc é inútil"), bot("Vi que tu tá frustrado...")]
+    assert ConversationGuard.evaluate(GuardInput(messages)).kind == "frustrated"
+
+
+def test_no_user_message_no_preempt() -> None:
+    assert not ConversationGuard.evaluate(GuardInput([])).preempt
+    assert not ConversationGuard.evaluate(GuardInput([bot("que bot burro")])).preempt
+    assert not ConversationGuard.evaluate(GuardInput([Msg("system", "vsf")])).preempt
+
+
+# ----------------------------------------------------------------- contradiction (a)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "quero falar com uma pessoa, não com bot",
+        "tem algum atendente?",
+        "me passa pra um humano",
+        "posso falar com o suporte?",
+        "quero falar com alguém de verdade",
+        "chama um atendente",
+        "tem gente aí?",
+        "transfere pra uma pessoa",
+        "quero atendimento humano",
+        "cadê o suporte",
+        "quero falar com um ser humano",
+        "kd o atendente",
+        "alguém aí?",
+        "humano pfv",
+        "nao quero falar com robo",
+    ],
+)
+def test_human_requests_phrased_many_ways(text: str) -> None:
+    assert evaluate(text).kind == "human-request"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "vou falar com a minha esposa",
+        "preciso falar com meu marido sobre a fatura",
+        "a pessoa do banco disse que o limite aumenta mês que vem",
+        "o atendente da loja cobrou errado",
+        "falei com o gerente do banco hoje",
+        "vou falar com o gerente do banco amanhã sobre o limite",
+        "tem gente que gasta 1000 por mes em ifood kkk",
+        "deu 45 por pessoa no restaurante",
+        "a gente gastou 300 no fds",
+        "você é humano?",
+        "vc é humano ou robô?",
+        "quero falar com vc sobre as metas do ano",
+    ],
+)
+def test_talk_about_other_people_is_not_a_human_request(text: str) -> None:
+    assert not evaluate(text).preempt
+
+
+# ------------------------------------------------------------------------ frustration
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "você não serve pra nada",
+        "pqp",
+        "que raiva desse robô",
+        "ta de sacanagem",
+        "affff",
+        "que bot burro",
+        "não entende nada",
+        "mds que inferno",
+        "tô perdendo a paciência",
+        "VC NÃO ENTENDE!!!",
+        "🤬",
+        "que saco, acabou o gás",  # a generic outburst, even about money
+    ],
+)
+def test_frustration_without_the_spec_word_list(text: str) -> None:
+    assert evaluate(text).kind == "frustrated"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "paguei a taxa do lixo, 80 reais",
+        "gastei 50 num saco de lixo",
+        "comprei uma lixeira nova, 35 reais",
+        "o cartão não funciona no mercado",
+        "o app do banco não funciona, como registro o gasto?",
+        "o trânsito tava horrível",
+        "o filme foi horrível mas gastei 40 no cinema",
+        "o carro deu merda de novo, 800 no mecanico",
+        "comprei uma merda de fone que quebrou, 80 reais",
+        "fui burro de parcelar isso",
+        "que saco de pão caro, 12 reais",
+        "meu marido não entende nada de investimento",
+        "gastei pra caralho em maio",
+    ],
+)
+def test_negative_words_about_something_else_are_not_frustration(text: str) -> None:
+    assert not evaluate(text).preempt
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["GASTEI 200 NO POSTO", "QUAL O SALDO DO MÊS?", "PAGUEI A LUZ", "BATEMOS A META!!!"],
+)
+def test_capitals_alone_are_not_frustration(text: str) -> None:
+    assert not evaluate(text).preempt
+
+
+def test_capitals_with_a_second_signal_are_frustration() -> None:
+    assert evaluate("QUERO FALAR COM UM ATENDENTE").kind == "frustrated"
+    assert evaluate("ALÔ??? RESPONDE!!!").kind == "frustrated"
+    assert evaluate("Quero falar com um ATENDENTE").kind == "human-request"
+
+
+def test_the_spec_caps_heuristic() -> None:
+    assert _frustration.caps_abuse("VAI A MERDA, QUERO FALAR COM HUMANO")
+    assert not _frustration.caps_abuse("OK VC")  # 5 chars or fewer never count
+    assert not _frustration.caps_abuse("Quero falar com um ATENDENTE")
+
+
+# ------------------------------------------------------------------------------ purity
+
+
+class MutableMsg:
+    def __init__(self, role: str, content: object) -> None:
+        self.role = role
+        self.content = content
+
+
+def test_inputs_are_not_mutated() -> None:
+    texts = ["qual o saldo?", "saldo?", "SALDO MESMO?? que porra"]
+    messages = [MutableMsg("user", t) for t in texts]
+    messages.insert(1, MutableMsg("assistant", "..."))
+    before = [(m.role, m.content) for m in messages]
+    guard_input = GuardInput(messages, 2)
+    assert ConversationGuard.evaluate(guard_input).kind == "frustrated"
+    assert [(m.role, m.content) for m in messages] == before
+    assert guard_input.messages is messages
+    assert len(messages) == 4
+
+
+def test_odd_inputs_do_not_raise() -> None:
+    class Exploding:
+        @property
+        def role(self) -> str:
+            raise RuntimeError("boom")
+
+        content = "x"
+
+    odd: list[object] = [
+        Msg("user", None),
+        Msg("user", 42),
+        Msg("user", b"bytes"),
+        Msg("user", ["a", "list"]),
+        Msg("user", ""),
+        Msg("user", "\x00\x1b[31m\u200b\ufeff"),
+        Msg("user", "😡" * 5000),
+        Msg("user", "a" * 10_000),
+        Msg(None, "x"),  # type: ignore[arg-type]
+        Exploding(),
+        object(),
+        "not a message",
+        None,
+    ]
+    for message in odd:
+        for past in (None, -5, 0, 2, 10**18):
+            verdict = ConversationGuard.evaluate(GuardInput([message], past))  # type: ignore[list-item]
+            assert isinstance(verdict, GuardVerdict)
+    assert not ConversationGuard.evaluate(GuardInput(None, 2)).preempt  # type: ignore[arg-type]
+    assert not ConversationGuard.evaluate(GuardInput(42)).preempt  # type: ignore[arg-type]
+
+
+def test_a_generator_of_messages_is_accepted() -> None:
+    gen = (m for m in [user("que bot burro")])
+    assert ConversationGuard.evaluate(GuardInput(gen)).kind == "frustrated"  # type: ignore[arg-type]
+
+
+def test_long_messages_are_clipped_but_keep_head_and_tail() -> None:
+    filler = "gastei no mercado e na farmácia " * 300
+    assert evaluate("que bot burro " + filler).kind == "frustrated"
+    assert evaluate(filler + " quero falar com um atendente").kind == "human-request"
+
+
+def test_role_variants_count_as_user() -> None:
+    import enum
+
+    class Role(enum.Enum):
+        USER = "user"
+
+    for role in (Role.USER, "User", " user "):
+        message = Msg(role, "que bot burro")  # type: ignore[arg-type]
+        assert ConversationGuard.evaluate(GuardInput([message])).kind == "frustrated"
+
+
+# -------------------------------------------------------------------- normalisation
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("Vc NÃÃÃO entende, affff!!! kkkk 😡", "voce nao entende aff"),
+        ("porraaaa", "porra"),
+        ("kd o atendente", "cade o atendente"),
+        ("hahaha q bot burro", "que bot burro"),
+        ("Tá de sacanagem né?", "ta de sacanagem ne"),
+        ("mds q inferno", "meu deus que inferno"),
+        ("carro passsa", "carro passa"),
+        ("", ""),
+    ],
+)
+def test_normalize(raw: str, expected: str) -> None:
+    assert _text.normalize(raw) == expected
+
+
+def test_lexicons_are_written_in_normalised_form() -> None:
+    """Accents, doubled vowels or WhatsApp spellings in a pattern could never match."""
+    patterns = [
+        _frustration._DIRECTED,
+        _frustration._NEUTRALISE,
+        _frustration._TOPIC_SHAPES,
+        _frustration._ABOUT_MEL,
+        _frustration._INTERJECTION,
+        _frustration._CHEER,
+        _human._BARE,
+    ]
+    for rules in (_frustration._STRONG, _frustration._MEDIUM):
+        patterns += [pattern for _, pattern in rules.phrases]
+    patterns += [pattern for _, pattern in _human._RULES]
+    spelling = {key for key in _text._SPELLING if len(key) > 1}
+    for pattern in patterns:
+        source = pattern.pattern
+        assert source.isascii(), source
+        assert not re.search(r"([aeiou])\1", source), source
+        words = set(re.findall(r"(?<![a-z\\\[])[a-z]{2,}(?![a-z\[(])", source))
+        assert not words & spelling, (words & spelling, source)
+    word_sets = [
+        _frustration._STRONG.words,
+        _frustration._MEDIUM.words,
+        _frustration._REF_KEYS,
+        _frustration._TOPIC_WORDS,
+        _human._KEYS,
+        _loop._STOP,
+    ]
+    for word_set in word_sets:
+        for word in word_set:
+            assert _text.normalize(word) == word, word
