@@ -26,7 +26,6 @@ from redis.asyncio.connection import AbstractConnection
 
 from channels import compute_twilio_signature
 from gateway.app import create_app
-from gateway.keys import STORE
 from gateway.redis_server import EmbeddedRedis
 from gateway.settings import Settings
 from tests.fakes.llm import FakeLLM
@@ -63,7 +62,7 @@ def pct(values: list[float], p: float) -> float:
     if not values:
         return float("nan")
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
 async def _serve(app: web.Application) -> tuple[web.AppRunner, str]:
@@ -257,7 +256,10 @@ async def bench_end_to_end(
         port = _free_port()
         env = _gateway_env(redis_url, data, llm, twilio)
         sent_at: dict[str, float] = {}
-        async with _process(_gateway_argv(port), env, port) as url, aiohttp.ClientSession() as session:
+        async with (
+            _process(_gateway_argv(port), env, port) as url,
+            aiohttp.ClientSession() as session,
+        ):
             hook = f"{url}/webhooks/twilio"
 
             async def send(i: int, tag: str) -> int:
@@ -375,7 +377,8 @@ def main() -> None:
          f"p50 {i['bare_p50_ms']:.2f} ms  p99 {i['bare_p99_ms']:.2f} ms"),
         ("ingest: signed Twilio → stored", f"{i['gateway_per_s']:.0f}/s",
          f"p50 {i['gateway_p50_ms']:.2f} ms  p99 {i['gateway_p99_ms']:.2f} ms"),
-        ("ingest ratio gateway/bare (goal ≥ 0.5)", f"{i['ratio']:.2f}", f"errors {i['errors']:.0f}"),
+        ("ingest ratio gateway/bare (goal ≥ 0.5)", f"{i['ratio']:.2f}",
+         f"errors {i['errors']:.0f}"),
         ("end to end, zero-latency LLM (goal ≥ 500)", f"{e['turns_per_s']:.0f} turns/s", ""),
         (f"webhook→reply at {e['paced_rate']:.0f} turns/s (goal p99 ≤ 50 ms)",
          f"p99 {e['paced_p99_ms']:.1f} ms", f"p50 {e['paced_p50_ms']:.1f} ms"),

@@ -68,7 +68,7 @@ async def readyz(request: web.Request) -> web.Response:
 
 async def metrics(request: web.Request) -> web.Response:
     m = request.app[METRICS]
-    with contextlib.suppress(StoreDown):
+    with contextlib.suppress(*StoreDown):
         depth, pending, lag = await request.app[STORE].queue_stats()
         m.queue_depth.set(depth)
         m.queue_pending.set(pending)

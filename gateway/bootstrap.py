@@ -138,11 +138,10 @@ class Components:
     def _build_senders(self, s: Settings) -> dict[str, Sender]:
         senders: dict[str, Sender] = {}
         if s.twilio_sending:
-            assert s.twilio_account_sid and s.twilio_auth_token and s.twilio_whatsapp_from
             senders["twilio"] = TwilioSender(
-                s.twilio_account_sid,
-                s.twilio_auth_token,
-                s.twilio_whatsapp_from,
+                s.twilio_account_sid or "",
+                s.twilio_auth_token or "",
+                s.twilio_whatsapp_from or "",
                 api_base_url=s.twilio_api_base_url,
             )
         elif self.twilio_token:

@@ -52,7 +52,7 @@ def _parser() -> argparse.ArgumentParser:
 def _fast_event_loop() -> None:
     """uvloop when available (Linux, macOS): a faster event loop for serve and worker."""
     try:
-        import uvloop  # noqa: PLC0415 - optional speed-up
+        import uvloop
     except ImportError:  # pragma: no cover - e.g. Windows
         return
     asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())

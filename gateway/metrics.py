@@ -12,8 +12,8 @@ class Metrics:
         self.registry = CollectorRegistry()
         r = self.registry
         self.webhooks = Counter(
-            "mel_webhooks", "Webhook deliveries by provider and HTTP status", ["provider", "status"],
-            registry=r,
+            "mel_webhooks", "Webhook deliveries by provider and HTTP status",
+            ["provider", "status"], registry=r,
         )  # fmt: skip
         self.turns = Counter(
             "mel_turns", "Turns by outcome (preempt kind, agent, error, …)", ["outcome"], registry=r

@@ -43,7 +43,7 @@ __all__ = [
 ]
 
 READY_GROUP = "workers"
-StoreDown = (RedisConnectionError, RedisTimeoutError, OSError)
+StoreDown: tuple[type[Exception], ...] = (RedisConnectionError, RedisTimeoutError, OSError)
 
 
 def utc_now_iso() -> str:
@@ -246,6 +246,14 @@ return release_if_idle(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[1], ARG
 """
 )
 
+_PUBLISH = (
+    _EMIT
+    + """
+-- KEYS: events, session_events   ARGV: maxlen, at, thread id, session id, events json
+return emit(KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4], KEYS[2], cjson.decode(ARGV[5]))
+"""
+)
+
 _RENEW = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   return redis.call('PEXPIRE', KEYS[1], ARGV[2])
@@ -282,6 +290,7 @@ class Store:
         self._finish_reply = redis.register_script(_FINISH_REPLY)
         self._release = redis.register_script(_RELEASE)
         self._renew = redis.register_script(_RENEW)
+        self._publish = redis.register_script(_PUBLISH)
 
     # --- ingest ----------------------------------------------------------------------
 
@@ -505,26 +514,24 @@ class Store:
     # --- events ----------------------------------------------------------------------
 
     async def publish(self, thread_id: str, session_id: str, *events: NewEvent) -> list[str]:
-        """Append events outside a turn (support actions, sweeps)."""
-        at = utc_now_iso()
-        async with self.redis.pipeline(transaction=True) as pipe:
-            for event in events:
-                pipe.xadd(
-                    self.keys.events,
-                    _event_fields(event, at, thread_id, session_id),
-                    maxlen=self.events_maxlen,
-                    approximate=True,
-                )
-            ids = [_s(i) for i in await pipe.execute()]
-        if session_id:
-            await self.redis.rpush(self.keys.session_events(session_id), *ids)
-        return ids
+        """Append events outside a turn (support actions, sweeps): one atomic step."""
+        res: Any = await self._publish(
+            keys=[self.keys.events, self.keys.session_events(session_id) if session_id else ""],
+            args=[
+                self.events_maxlen,
+                utc_now_iso(),
+                thread_id,
+                session_id,
+                json.dumps([[e.type, _json(e.data)] for e in events]),
+            ],
+        )
+        return [_s(i) for i in res]
 
     async def read_events(
         self, after: str = "0-0", *, count: int = 100, block_ms: int | None = None
     ) -> list[dict[str, Any]]:
         """Event envelopes after a stream id (exclusive), oldest first."""
-        res = await self.redis.xread({self.keys.events: after}, count=count, block=block_ms)
+        res: Any = await self.redis.xread({self.keys.events: after}, count=count, block=block_ms)
         out: list[dict[str, Any]] = []
         for _stream, entries in res or []:
             out.extend(envelope(_s(eid), fields) for eid, fields in entries)

@@ -94,12 +94,10 @@ class TurnRunner:
         user = ChatMessage(role="user", content=msg.agent_text())
         history = [ChatMessage.model_validate_json(h) for h in thread.history]
         previous = int(state.get("counter", "0") or 0)
-        result = await self.agent.ask(
-            [*history, user], previous, thread_id=msg.thread_id
-        )
+        result = await self.agent.ask([*history, user], previous, thread_id=msg.thread_id)
         updates["counter"] = str(counter_after(previous, result))
         reply = result.reply.content
-        outcome = result.outcome
+        outcome: str = result.outcome
         if result.verdict is not None and result.verdict.preempt:
             outcome = f"preempt:{result.verdict.kind}"
             events.append(NewEvent("guard.preempted", {"kind": result.verdict.kind}))

@@ -6,6 +6,7 @@ returned only after the delivery's messages are in Redis.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Sequence
@@ -113,10 +114,8 @@ async def _refuse(delivery: Delivery, status: int, reason: str) -> web.Response:
     app[METRICS].webhooks.labels(delivery.provider, str(status)).inc()
     log.info("webhook.refused", provider=delivery.provider, status=status, reason=reason)
     if status != 503:
-        try:
+        with contextlib.suppress(*StoreDown):
             await app[STORE].record_raw(delivery.record(status, reason))
-        except StoreDown:
-            pass
     return web.json_response({"error": reason}, status=status)
 
 

@@ -119,7 +119,7 @@ class Worker:
         free = await self._free_slots()
         if not free:
             return
-        res = await self.store.redis.xreadgroup(
+        res: Any = await self.store.redis.xreadgroup(
             READY_GROUP, self.consumer, {self.store.keys.ready: ">"}, count=free, block=1000
         )
         for _stream, entries in res or []:
@@ -128,7 +128,7 @@ class Worker:
 
     async def _claim_abandoned(self) -> None:
         free = max(1, self.concurrency - len(self._tasks))
-        res = await self.store.redis.xautoclaim(
+        res: Any = await self.store.redis.xautoclaim(
             self.store.keys.ready, READY_GROUP, self.consumer, self.claim_idle_ms, "0-0", count=free
         )
         for entry_id, fields in res[1] if res else []:
@@ -155,7 +155,7 @@ class Worker:
                 return
             ms, seq = _s(min_id).split("-")
             min_id = f"{ms}-{int(seq) + 1}"
-        await self.store.redis.execute_command("XTRIM", self.store.keys.ready, "MINID", "~", min_id)
+        await self.store.redis.xtrim(self.store.keys.ready, minid=min_id, approximate=True)
 
     def _spawn(self, thread_id: str, entry_id: str) -> None:
         if not thread_id:

@@ -12,7 +12,7 @@ import pytest
 from gateway.redis_server import EmbeddedRedis
 from tests.e2e.conftest import AUTH_TOKEN, BUSINESS, Gateway
 from tests.fakes.llm import FakeLLM
-from tests.fakes.payloads import meta_payload, meta_text_message, sign_meta, twilio_inbound_params
+from tests.fakes.payloads import meta_payload, meta_text_message, twilio_inbound_params
 
 
 async def test_valid_twilio_delivery_is_stored_then_acknowledged_with_empty_twiml(
