@@ -4,7 +4,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck bench format clean
+
+.PHONY: run chat test lint typecheck bench format clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -13,6 +14,9 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 run: $(STAMP)
+	$(BIN)/mel-gateway serve
+
+chat: $(STAMP)
 	$(BIN)/mel-gateway chat
 
 test: $(STAMP)
