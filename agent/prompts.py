@@ -4,6 +4,11 @@ The system prompt gives mel's voice (ADR 008: empathetic, plain words, always a 
 step, open about being a virtual assistant) and the rule of scenario 021: no figure
 that did not come from a tool. The canonical strings are the replies AgentChat gives
 when the model cannot be used; they are reviewed like code, not prompt-engineered.
+
+Session control adds three kinds of prompt: each domain agent's focus (appended to mel's
+prompt by :func:`build_domain_prompt`), the enterprise router's and the continuity
+classifier's. The last two define a task and an output format only: no example phrases,
+no keywords, no rules about what users say (the route-stickiness spec forbids them).
 """
 
 from __future__ import annotations
@@ -14,8 +19,14 @@ from agent.dates import SAO_PAULO, format_date_pt, month_of
 
 __all__ = [
     "ASSISTANT_UNAVAILABLE",
+    "BUDGET_AGENT_FOCUS",
+    "CONTINUITY_SYSTEM_PROMPT",
+    "INVOICE_AGENT_FOCUS",
     "LLM_FAILURE_REPLY",
+    "ROUTER_SYSTEM_PROMPT",
+    "SAVINGS_AGENT_FOCUS",
     "TOOL_LOOP_APOLOGY",
+    "build_domain_prompt",
     "build_system_prompt",
 ]
 
@@ -72,3 +83,77 @@ def build_system_prompt(now: datetime, *, name: str = "mel") -> str:
     """The PT-BR system prompt with today's date in America/Sao_Paulo."""
     local = now.astimezone(SAO_PAULO)
     return _SYSTEM_PROMPT.format(name=name, today=format_date_pt(local), month=month_of(local))
+
+
+# -- session control ------------------------------------------------------------------------
+
+BUDGET_AGENT_FOCUS = """\
+- Seu assunto é o orçamento e os gastos do casal: quanto gastaram no mês, em quais
+  categorias, quanto resta do orçamento, registrar gastos e definir orçamentos."""
+"""The budget agent's focus, appended to mel's prompt."""
+
+SAVINGS_AGENT_FOCUS = """\
+- Seu assunto são as metas de economia do casal: quanto já guardaram, quanto falta e em
+  quanto tempo, guardar um valor numa meta e criar metas novas.
+- Uma meta nova precisa de nome e valor alvo; o prazo é opcional."""
+"""The savings agent's focus, appended to mel's prompt."""
+
+INVOICE_AGENT_FOCUS = """\
+- Seu assunto é a fatura do cartão de crédito do casal: quanto está a fatura do mês, quais
+  compras entraram nela e dúvidas sobre uma cobrança.
+- Compras no cartão ficam registradas como gastos com a categoria "cartão" (ou "cartão" e
+  o nome do cartão, ex. "cartão nubank"); registre compras novas assim.
+- Você não fala com o banco nem cancela cobranças: para contestar uma cobrança, localize a
+  compra na fatura com a ferramenta e explique ao casal como pedir a contestação ao banco
+  ou à operadora do cartão."""
+"""The invoice agent's focus, appended to mel's prompt."""
+
+_DOMAIN_SECTION = """
+Seu foco nesta conversa
+{focus}
+- Você atende: {capabilities}.
+- Se pedirem algo de outro assunto, diga em uma frase que pode ajudar com isso também e
+  peça para o casal mandar o pedido de novo; não invente números de outro assunto.
+"""
+
+
+def build_domain_prompt(now: datetime, *, focus: str, capabilities: str, name: str = "mel") -> str:
+    """mel's prompt for a domain agent: her voice and rules, then the agent's focus and the
+    capabilities derived from its intents."""
+    section = _DOMAIN_SECTION.format(focus=focus, capabilities=capabilities)
+    return build_system_prompt(now, name=name) + section
+
+
+ROUTER_SYSTEM_PROMPT = """\
+Você é o roteador de atendimento de um assistente de finanças para casais. Não responda ao
+usuário. Escolha qual agente deve responder à mensagem atual e qual intent desse agente
+ela expressa, usando somente os agentes e intents da lista recebida.
+
+A entrada é um JSON com: "agents" (nome, domínio, capacidades e intents de cada agente),
+"recent_messages" (as últimas mensagens da conversa) e "current_message".
+
+Responda somente com um objeto JSON, sem texto fora dele:
+{"route": "<nome do agente>", "intent": "<nome da intent>", "confidence": <número de 0 a 1>}
+"""
+"""The enterprise router's system prompt: the task and the output format."""
+
+CONTINUITY_SYSTEM_PROMPT = """\
+Você classifica a continuidade de um atendimento. Não responda ao usuário, não escolha
+outro agente, não execute ferramentas e não aplique regras de negócio.
+
+A entrada é um JSON com: "active_agent" (o agente que respondeu por último, ou null),
+"agents" (as capacidades de cada agente), "previous_intent", "previous_domain",
+"recent_turns" (os últimos turnos) e "current_message".
+
+Decida uma destas opções para a mensagem atual:
+- CONTINUE: ela continua claramente sob responsabilidade do agente ativo, segundo as
+  capacidades dele.
+- ROUTE: ela pertence a outro assunto ou agente, não está clara, ou não há agente ativo.
+- HUMAN_HANDOFF: o usuário pediu atendimento por uma pessoa.
+- END_SESSION: o usuário pediu ou confirmou o encerramento do atendimento.
+
+"confidence" é a sua certeza na decisão, de 0 a 1. Na dúvida, prefira ROUTE.
+Responda somente com um objeto JSON, sem texto fora dele:
+{"decision": "CONTINUE" | "ROUTE" | "HUMAN_HANDOFF" | "END_SESSION", "confidence": <0 a 1>}
+"""
+"""The continuity classifier's system prompt: the four decisions and the output format."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -14,10 +13,11 @@ from gateway.bootstrap import Components
 from gateway.errors import GatewayError
 from gateway.keys import COMPONENTS, METRICS, SETTINGS, STORE, TWILIO_TOKEN, WORKER
 from gateway.metrics import Metrics
+from gateway.services import Services
 from gateway.settings import Settings
 from gateway.store import StoreDown
+from gateway.support import create_support_app
 from gateway.webhooks import routes as webhook_routes
-from gateway.worker import Worker
 
 __all__ = ["create_app"]
 
@@ -91,28 +91,18 @@ def create_app(settings: Settings, *, run_worker: bool = True) -> web.Applicatio
             app[TWILIO_TOKEN] = components.twilio_token
             yield
 
-    async def worker_ctx(app: web.Application) -> AsyncIterator[None]:
-        c = app[COMPONENTS]
-        worker = Worker(
-            c.store,
-            c.runner,
-            c.senders,
-            metrics=app[METRICS],
-            concurrency=settings.mel_worker_concurrency,
-            claim_idle=settings.mel_claim_idle_seconds,
-        )
-        app[WORKER] = worker
-        task = asyncio.create_task(worker.run(), name="worker")
+    async def services_ctx(app: web.Application) -> AsyncIterator[None]:
+        services = Services(app[COMPONENTS], settings)
+        app[WORKER] = services.worker
+        services.start()
         yield
-        await worker.drain(settings.mel_shutdown_grace_seconds)
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        await services.stop()
 
     app.cleanup_ctx.append(components_ctx)
     if run_worker:
-        app.cleanup_ctx.append(worker_ctx)
+        app.cleanup_ctx.append(services_ctx)
     app.router.add_routes(webhook_routes)
+    app.add_subapp("/support/", create_support_app())
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics)

@@ -14,15 +14,14 @@ import redis.asyncio as aioredis
 import structlog
 
 from agent import (
-    AgentChat,
     ChatMessage,
     Ledger,
     LLMClient,
     LLMResponse,
     OpenAICompatibleLLM,
-    default_registry,
     load_profiles,
 )
+from agent.routing import SessionControl, SessionControlConfig, build_session_control
 from channels import MetaSender, OutboxSender, Sender, TwilioSender
 from gateway.metrics import Metrics
 from gateway.redis_server import EmbeddedRedis
@@ -78,7 +77,7 @@ class Components:
         self.redis: aioredis.Redis
         self.store: Store
         self.llm: LLMClient | None = None
-        self.agent: AgentChat
+        self.conversation: SessionControl
         self.ledger: Ledger
         self.senders: dict[str, Sender] = {}
         self.runner: TurnRunner
@@ -123,7 +122,19 @@ class Components:
                 hint="set LLM_BASE_URL (and LLM_API_KEY) to an OpenAI-compatible endpoint; "
                 "until then unguarded turns get the 'assistant unavailable' reply",
             )
-        self.agent = AgentChat(self.llm, default_registry(), self.ledger)
+        self.conversation = build_session_control(
+            self.llm,
+            self.ledger,
+            SessionControlConfig(
+                enabled=s.enable_route_stickiness,
+                profile=s.route_stickiness_llm_profile,
+                threshold=s.route_stickiness_confidence_threshold,
+                history_turns=s.route_stickiness_history_turns,
+                max_tokens=s.route_stickiness_max_tokens,
+                human_handoff_message=s.human_handoff_message,
+                end_session_message=s.end_session_message,
+            ),
+        )
 
         if s.twilio_enabled:
             self.twilio_token = s.twilio_auth_token
@@ -133,7 +144,9 @@ class Components:
         self.senders = self._build_senders(s)
         for sender in self.senders.values():
             self._stack.push_async_callback(sender.close)
-        self.runner = TurnRunner(self.agent, self.metrics)
+        self.runner = TurnRunner(
+            self.conversation, self.metrics, support_available=s.support_available
+        )
 
     def _build_senders(self, s: Settings) -> dict[str, Sender]:
         senders: dict[str, Sender] = {}

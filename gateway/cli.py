@@ -1,10 +1,9 @@
-"""``mel-gateway``: serve, worker, chat, ledger import."""
+"""``mel-gateway``: serve, worker, psychologist, chat, watch, insights, ledger import."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import signal
 import sys
 from collections.abc import Sequence
@@ -32,6 +31,10 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--no-worker", action="store_true", help="serve HTTP only")
 
     sub.add_parser("worker", help="run the turn worker alone (scale it separately)")
+    sub.add_parser(
+        "psychologist",
+        help="run the psychologist consumer alone: analyses closed sessions (SIGTERM drains)",
+    )
 
     chat = sub.add_parser(
         "chat", help="talk to mel as a WhatsApp user, through the running gateway's webhook"
@@ -40,6 +43,35 @@ def _parser() -> argparse.ArgumentParser:
     chat.add_argument("--user", default="+5511999990000", help="your (fake) WhatsApp number")
     chat.add_argument("--name", default="Você", help="your WhatsApp profile name")
     chat.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for a reply")
+
+    watch = sub.add_parser("watch", help="support's live view of the event feed")
+    watch.add_argument("--url", help="gateway URL (default: http://HOST:PORT)")
+    watch.add_argument("--token", help="support bearer token (default: SUPPORT_TOKEN)")
+    watch.add_argument("--types", help="comma-separated types; 'session.*' matches a family")
+    watch.add_argument("--thread", help="only this thread id")
+    watch.add_argument("--after", help="start after this event id (default: live)")
+    watch.add_argument("--json", action="store_true", help="one JSON envelope per line")
+
+    insights = sub.add_parser(
+        "insights", help="the psychologist's hypotheses, grouped by agent (and actions on them)"
+    )
+    insights.add_argument("--json", action="store_true", help="one JSON document")
+    insights.add_argument("--status", help="only these: proposed,accepted,dismissed")
+    insights.add_argument("--agent", help="only hypotheses about this agent")
+    isub = insights.add_subparsers(dest="insights_command")
+    again = isub.add_parser("reanalyze", help="analyse a closed session again (supersedes)")
+    again.add_argument("session", help="the session id")
+    again.add_argument("--tier", choices=["light", "heavy"], help="force a tier")
+    again.add_argument("--by", default="cli", help="who asked (recorded)")
+    again.add_argument("--wait", type=float, default=0.0, metavar="SECONDS", help="wait for it")
+    accept = isub.add_parser("accept", help="accept a proposed hypothesis")
+    accept.add_argument("hypothesis", help="the hypothesis id")
+    accept.add_argument("--for-anamnese", action="store_true", help="hand it to the Anamnese")
+    accept.add_argument("--by", default="cli", help="who decided (recorded)")
+    dismiss = isub.add_parser("dismiss", help="dismiss a proposed hypothesis")
+    dismiss.add_argument("hypothesis", help="the hypothesis id")
+    dismiss.add_argument("--by", default="cli", help="who decided (recorded)")
+    dismiss.add_argument("--note", help="why (recorded)")
 
     ledger = sub.add_parser("ledger", help="household ledger tools")
     lsub = ledger.add_subparsers(dest="ledger_command", required=True)
@@ -66,22 +98,34 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"mel-gateway: {exc}", file=sys.stderr)
         return 2
     configure_logging(settings.mel_log_format, settings.mel_log_level)
-    if args.command in ("serve", "worker"):
+    if args.command in ("serve", "worker", "psychologist"):
         _fast_event_loop()
     try:
         if args.command == "serve":
             return _serve(settings, args)
         if args.command == "worker":
             return asyncio.run(_worker(settings))
+        if args.command == "psychologist":
+            return asyncio.run(_psychologist(settings))
+        if args.command == "insights":
+            from gateway.insights_cli import run_insights
+
+            return asyncio.run(run_insights(settings, args))
         if args.command == "chat":
             from gateway.chat_client import run_chat
 
             return asyncio.run(run_chat(settings, args))
+        if args.command == "watch":
+            from gateway.watch import run_watch
+
+            return asyncio.run(run_watch(settings, args))
         if args.command == "ledger":
             return asyncio.run(_ledger_import(settings, args.file, args.household))
     except ConfigError as exc:
         print(f"mel-gateway: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        return 130
     return 1  # pragma: no cover - argparse enforces a command
 
 
@@ -105,27 +149,43 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
 
 async def _worker(settings: Settings) -> int:
     from gateway.bootstrap import Components
-    from gateway.worker import Worker
+    from gateway.services import Services
 
     async with Components(settings) as c:
-        worker = Worker(
-            c.store,
-            c.runner,
-            c.senders,
-            metrics=c.metrics,
-            concurrency=settings.mel_worker_concurrency,
-            claim_idle=settings.mel_claim_idle_seconds,
-        )
+        services = Services(c, settings)
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, services.worker.stop)
+        log.info("worker.start", consumer=services.worker.consumer)
+        services.start()
+        await services.worker.stopped()
+        await services.stop()
+    return 0
+
+
+async def _psychologist(settings: Settings) -> int:
+    """The consumer alone (whatever PSYCHOLOGIST_ENABLED says: that one is for serve and
+    worker). SIGTERM/SIGINT: stop reading, drain in-flight analyses, exit."""
+    from gateway.bootstrap import Components
+    from gateway.psychologist import psychologist_worker
+
+    async with Components(settings) as c:
+        if c.llm is None:
+            print(
+                "mel-gateway: the psychologist needs an LLM: set LLM_BASE_URL (and LLM_API_KEY)",
+                file=sys.stderr,
+            )
+            return 2
+        worker = psychologist_worker(c.store, c.llm, settings, metrics=c.metrics)
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, worker.stop)
-        log.info("worker.start", consumer=worker.consumer)
-        task = asyncio.create_task(worker.run())
-        await worker.stopped()
+        running = asyncio.create_task(worker.run(), name="psychologist")
+        stopping = asyncio.create_task(worker.stopped())
+        await asyncio.wait({running, stopping}, return_when=asyncio.FIRST_COMPLETED)
         await worker.drain(settings.mel_shutdown_grace_seconds)
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        stopping.cancel()
+        await running  # a crash of the consumer itself surfaces here
     return 0
 
 

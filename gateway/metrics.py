@@ -32,6 +32,21 @@ class Metrics:
             "mel_llm_cost_micro_usd", "Metered LLM cost (micro-USD) by profile", ["profile"],
             registry=r,
         )  # fmt: skip
+        self.psychologist_analyses = Counter(
+            "mel_psychologist_analyses",
+            "Psychologist runs by outcome (completed, failed, skipped, discarded, exhausted) "
+            "and tier (light, heavy; none when no model ran)",
+            ["outcome", "tier"], registry=r,
+        )  # fmt: skip
+        self.psychologist_cost = Counter(
+            "mel_psychologist_cost_micro_usd",
+            "Metered cost of psychologist runs (micro-USD) by tier and model",
+            ["tier", "model"], registry=r,
+        )  # fmt: skip
+        self.psychologist_tokens = Counter(
+            "mel_psychologist_tokens", "Psychologist tokens by tier, model and kind",
+            ["tier", "model", "kind"], registry=r,
+        )  # fmt: skip
         self.replies = Counter(
             "mel_replies", "Replies by channel and outcome (sent, failed, uncertain)",
             ["channel", "status"], registry=r,

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated
+from zoneinfo import ZoneInfo
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from gateway.errors import ConfigError
@@ -13,6 +15,7 @@ from gateway.errors import ConfigError
 __all__ = ["Settings", "load_settings"]
 
 Seconds = Annotated[float, Field(gt=0)]
+SAO_PAULO = ZoneInfo("America/Sao_Paulo")
 
 
 class Settings(BaseSettings):
@@ -53,6 +56,37 @@ class Settings(BaseSettings):
     llm_api_key: str | None = None
     llm_profiles_path: Path | None = None
 
+    # Session control (names from the route-stickiness spec)
+    enable_route_stickiness: bool = False
+    route_stickiness_llm_profile: str = "route_continuity"
+    route_stickiness_confidence_threshold: float = Field(0.90, ge=0, le=1)
+    route_stickiness_history_turns: int = Field(2, ge=0, le=50)
+    route_stickiness_max_tokens: int = Field(80, ge=1, le=4096)
+    human_handoff_message: str = Field(
+        "Vou encaminhar seu atendimento para uma pessoa.", min_length=1
+    )
+    end_session_message: str = Field("Atendimento encerrado. Obrigado pelo contato.", min_length=1)
+    handoff_timeout: Seconds = 15 * 60.0
+    handoff_expired_message: str = Field(
+        "Ninguém do time conseguiu assumir a conversa agora — desculpa a demora. "
+        "Sigo eu (mel) por aqui: posso te ajudar com orçamento, metas ou fatura?",
+        min_length=1,
+    )
+    session_idle_timeout: Seconds = 30 * 60.0
+
+    # Support
+    support_token: str | None = None
+    support_hours: str | None = Field(None, pattern=r"^\d{2}:\d{2}-\d{2}:\d{2}$")
+    support_webhook_url: str | None = None
+    support_webhook_secret: str | None = None
+    support_webhook_backoff_seconds: Seconds = 1.0
+
+    # Psychologist (ADR 0015): post-session analysis
+    psychologist_enabled: bool = True  # serve / worker run the consumer in-process
+    psychologist_rules_path: Path | None = None  # business rules (Markdown); default: mel's
+    psychologist_max_attempts: int = Field(5, ge=1, le=50)
+    psychologist_retry_backoff_seconds: Seconds = 5.0  # doubled after each failed run
+
     # Worker and state
     mel_worker_concurrency: int = Field(64, ge=1, le=4096)
     mel_history_turns: int = Field(20, ge=1, le=500)
@@ -73,6 +107,27 @@ class Settings(BaseSettings):
         if not value.startswith(("http://", "https://")):
             raise ValueError("must start with http:// or https://")
         return value.rstrip("/")
+
+    @field_validator("psychologist_rules_path", mode="before")
+    @classmethod
+    def _empty_path_is_unset(cls, value: object) -> object:
+        return None if isinstance(value, str) and not value.strip() else value
+
+    @model_validator(mode="after")
+    def _webhook_needs_secret(self) -> Settings:
+        if self.support_webhook_url and not self.support_webhook_secret:
+            raise ValueError("SUPPORT_WEBHOOK_URL is set: SUPPORT_WEBHOOK_SECRET must be set too")
+        return self
+
+    def support_available(self, now: datetime | None = None) -> bool:
+        """A person can pick up a handoff: support configured and within SUPPORT_HOURS."""
+        if not self.support_token:
+            return False
+        if not self.support_hours:
+            return True
+        start, end = self.support_hours.split("-")
+        local = (now or datetime.now(UTC)).astimezone(SAO_PAULO).strftime("%H:%M")
+        return start <= local < end if start <= end else (local >= start or local < end)
 
     @property
     def twilio_enabled(self) -> bool:
@@ -103,5 +158,8 @@ def load_settings(**overrides: object) -> Settings:
         lines = []
         for err in exc.errors():
             name = ".".join(str(p) for p in err["loc"]).upper()
-            lines.append(f"  {name}: {err['msg']} (got {err.get('input')!r})")
+            msg = err["msg"].removeprefix("Value error, ")
+            secret = any(w in name for w in ("TOKEN", "SECRET", "KEY"))
+            shown = "" if secret or not name else f" (got {err.get('input')!r})"
+            lines.append(f"  {name + ': ' if name else ''}{msg}{shown}")
         raise ConfigError("invalid configuration:\n" + "\n".join(lines)) from None

@@ -32,6 +32,8 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 __all__ = [
     "READY_GROUP",
+    "Action",
+    "ActionRefused",
     "CommitRequest",
     "Keys",
     "LeaseLost",
@@ -50,6 +52,24 @@ def utc_now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+class ActionRefused(Exception):
+    """The thread changed (or is busy) since the action was decided."""
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    """An out-of-turn change to one thread (see ``Store.act``)."""
+
+    session_id: str
+    events: Sequence[NewEvent] = ()
+    state: Mapping[str, str] = field(default_factory=dict)
+    require: Mapping[str, str] = field(default_factory=dict)
+    idle: bool = False
+    session_open: bool | None = None
+    handoff_open: bool | None = None
+    reply: Mapping[str, str] | None = None  # {id, text, to, channel, author}
+
+
 class LeaseLost(Exception):
     """Another worker owns the thread now; this one must drop the turn."""
 
@@ -63,6 +83,8 @@ class Keys:
         self.events = f"{prefix}:events"
         self.raw = f"{prefix}:raw"
         self.workers = f"{prefix}:workers"
+        self.sessions_open = f"{prefix}:sessions:open"  # zset thread → last activity ms
+        self.handoffs_open = f"{prefix}:handoffs:open"  # zset thread → handoff request ms
 
     def thread(self, thread_id: str, name: str) -> str:
         return f"{self.prefix}:t:{{{thread_id}}}:{name}"
@@ -101,6 +123,8 @@ class CommitRequest:
     reply_text: str | None
     reply_to: str  # E.164 number the reply goes to
     channel: str
+    session_open: bool | None = None  # True: index as open; False: drop; None: unchanged
+    handoff_open: bool | None = None
 
 
 # --- Lua -----------------------------------------------------------------------------
@@ -160,6 +184,22 @@ local function emit(events_key, maxlen, at, thread_id, session_id, session_key, 
 end
 """
 
+# State fields set to '' are deleted; the open-session and open-handoff indexes follow.
+_APPLY_STATE = """
+local function apply_state(state_key, fields)
+  local set, del = {}, {}
+  for k, v in pairs(fields) do
+    if v == '' then del[#del + 1] = k else set[#set + 1] = k; set[#set + 1] = v end
+  end
+  if #set > 0 then redis.call('HSET', state_key, unpack(set)) end
+  if #del > 0 then redis.call('HDEL', state_key, unpack(del)) end
+end
+local function apply_index(key, flag, thread_id, score)
+  if flag == true then redis.call('ZADD', key, score, thread_id)
+  elseif flag == false then redis.call('ZREM', key, thread_id) end
+end
+"""
+
 _RELEASE_IF_IDLE = """
 local function release_if_idle(inbox, outbox, sched, lease, ready, group, entry, token)
   if redis.call('LLEN', inbox) == 0 and redis.call('LLEN', outbox) == 0 then
@@ -174,9 +214,11 @@ end
 
 _COMMIT = (
     _EMIT
+    + _APPLY_STATE
     + _RELEASE_IF_IDLE
     + """
--- KEYS: lease, inbox, state, history, outbox, reply, events, session_events, sched, ready
+-- KEYS: lease, inbox, state, history, outbox, reply, events, session_events, sched, ready,
+--       sessions_open, handoffs_open
 -- ARGV: token, message id, payload json, history cap, events maxlen, at, thread id,
 --       session id, ready entry id, group, reply ttl
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return redis.error_reply('LEASE_LOST') end
@@ -187,16 +229,16 @@ if cjson.decode(head)['provider_message_id'] ~= ARGV[2] then
 end
 redis.call('LPOP', KEYS[2])
 local p = cjson.decode(ARGV[3])
-local flat = {}
-for k, v in pairs(p['state']) do flat[#flat + 1] = k; flat[#flat + 1] = v end
-if #flat > 0 then redis.call('HSET', KEYS[3], unpack(flat)) end
+apply_state(KEYS[3], p['state'])
+apply_index(KEYS[11], p['session_open'], ARGV[7], p['now_ms'])
+apply_index(KEYS[12], p['handoff_open'], ARGV[7], p['now_ms'])
 if #p['history'] > 0 then
   redis.call('RPUSH', KEYS[4], unpack(p['history']))
   redis.call('LTRIM', KEYS[4], -tonumber(ARGV[4]), -1)
 end
 if p['reply'] ~= cjson.null then
   redis.call('HSET', KEYS[6], 'status', 'pending', 'text', p['reply'], 'to', p['to'],
-    'channel', p['channel'], 'session_id', ARGV[8], 'at', ARGV[6])
+    'channel', p['channel'], 'session_id', ARGV[8], 'at', ARGV[6], 'author', 'bot')
   redis.call('EXPIRE', KEYS[6], ARGV[11])
   redis.call('RPUSH', KEYS[5], ARGV[2])
 end
@@ -207,6 +249,43 @@ if p['reply'] == cjson.null then
     ARGV[9], ARGV[1])
 end
 return {released, ids}
+"""
+)
+
+# An action outside a turn (support, sweeps): preconditions on the thread's state, state
+# changes, events, and optionally a reply queued for the workers to deliver.
+_ACT = (
+    _EMIT
+    + _APPLY_STATE
+    + """
+-- KEYS: state, lease, outbox, sched, ready, events, session_events, sessions_open,
+--       handoffs_open, reply
+-- ARGV: payload json {require, idle, state, session_open, handoff_open, events, reply,
+--       now_ms, at, thread_id, session_id, events_maxlen, reply_ttl}
+local p = cjson.decode(ARGV[1])
+if p['idle'] and redis.call('EXISTS', KEYS[2]) == 1 then return redis.error_reply('BUSY') end
+for field, expected in pairs(p['require']) do
+  local actual = redis.call('HGET', KEYS[1], field) or ''
+  if actual ~= expected then
+    return redis.error_reply('PRECONDITION ' .. field .. '=' .. actual)
+  end
+end
+apply_state(KEYS[1], p['state'])
+apply_index(KEYS[8], p['session_open'], p['thread_id'], p['now_ms'])
+apply_index(KEYS[9], p['handoff_open'], p['thread_id'], p['now_ms'])
+if p['reply'] ~= cjson.null then
+  local r = p['reply']
+  redis.call('HSET', KEYS[10], 'status', 'pending', 'text', r['text'], 'to', r['to'],
+    'channel', r['channel'], 'session_id', p['session_id'], 'at', p['at'],
+    'author', r['author'])
+  redis.call('EXPIRE', KEYS[10], p['reply_ttl'])
+  redis.call('RPUSH', KEYS[3], r['id'])
+  if redis.call('SET', KEYS[4], '1', 'NX') then
+    redis.call('XADD', KEYS[5], '*', 't', p['thread_id'])
+  end
+end
+return emit(KEYS[6], p['events_maxlen'], p['at'], p['thread_id'], p['session_id'], KEYS[7],
+  p['events'])
 """
 )
 
@@ -291,6 +370,7 @@ class Store:
         self._release = redis.register_script(_RELEASE)
         self._renew = redis.register_script(_RENEW)
         self._publish = redis.register_script(_PUBLISH)
+        self._act = redis.register_script(_ACT)
 
     # --- ingest ----------------------------------------------------------------------
 
@@ -395,6 +475,9 @@ class Store:
             "reply": req.reply_text,
             "to": req.reply_to,
             "channel": req.channel,
+            "session_open": req.session_open,
+            "handoff_open": req.handoff_open,
+            "now_ms": _now_ms(),
         }
         try:
             released, ids = await self._commit(
@@ -409,6 +492,8 @@ class Store:
                     k.session_events(req.session_id) if req.session_id else "",
                     k.thread(t, "sched"),
                     k.ready,
+                    k.sessions_open,
+                    k.handoffs_open,
                 ],
                 args=[
                     token,
@@ -511,6 +596,81 @@ class Store:
         )
         return bool(res)
 
+    # --- actions outside a turn -------------------------------------------------------
+
+    async def act(self, thread_id: str, action: Action) -> list[str]:
+        """Apply an out-of-turn action atomically. Raises ``ActionRefused`` when the
+        thread's state no longer matches ``action.require`` (or, with ``idle``, when a
+        worker holds the thread)."""
+        k = self.keys
+        t = thread_id
+        reply_id = action.reply["id"] if action.reply else "none"
+        payload = {
+            "require": dict(action.require),
+            "idle": action.idle,
+            "state": dict(action.state),
+            "session_open": action.session_open,
+            "handoff_open": action.handoff_open,
+            "events": [[e.type, _json(e.data)] for e in action.events],
+            "reply": dict(action.reply) if action.reply else None,
+            "now_ms": _now_ms(),
+            "at": utc_now_iso(),
+            "thread_id": t,
+            "session_id": action.session_id,
+            "events_maxlen": self.events_maxlen,
+            "reply_ttl": self.reply_ttl,
+        }
+        try:
+            res: Any = await self._act(
+                keys=[
+                    k.thread(t, "state"),
+                    k.thread(t, "lease"),
+                    k.thread(t, "outbox"),
+                    k.thread(t, "sched"),
+                    k.ready,
+                    k.events,
+                    k.session_events(action.session_id) if action.session_id else "",
+                    k.sessions_open,
+                    k.handoffs_open,
+                    k.thread(t, f"reply:{reply_id}"),
+                ],
+                args=[_json(payload)],
+            )
+        except ResponseError as exc:
+            text = str(exc)
+            if text.startswith(("BUSY", "PRECONDITION")):
+                raise ActionRefused(text) from None
+            raise
+        return [_s(i) for i in res] if isinstance(res, list) else []
+
+    async def thread_state(self, thread_id: str) -> dict[str, str]:
+        raw = await self.redis.hgetall(self.keys.thread(thread_id, "state"))
+        return {_s(a): _s(b) for a, b in raw.items()}
+
+    async def history(self, thread_id: str) -> list[str]:
+        return [
+            _s(h) for h in await self.redis.lrange(self.keys.thread(thread_id, "history"), 0, -1)
+        ]
+
+    async def due(self, key: str, older_than_s: float, limit: int = 100) -> list[tuple[str, float]]:
+        """Members of an index whose score (ms) is older than ``older_than_s`` seconds."""
+        cutoff = _now_ms() - int(older_than_s * 1000)
+        res: Any = await self.redis.zrangebyscore(
+            key, "-inf", cutoff, start=0, num=limit, withscores=True
+        )
+        return [(_s(m), float(sc)) for m, sc in res]
+
+    async def session_event_ids(self, session_id: str) -> list[str]:
+        return [_s(i) for i in await self.redis.lrange(self.keys.session_events(session_id), 0, -1)]
+
+    async def events_by_id(self, ids: Sequence[str]) -> list[dict[str, Any]]:
+        """Envelopes for the given stream ids (those trimmed away are skipped)."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for event_id in ids:
+                pipe.xrange(self.keys.events, event_id, event_id)
+            found: list[Any] = await pipe.execute()
+        return [envelope(_s(e[0][0]), e[0][1]) for e in found if e]
+
     # --- events ----------------------------------------------------------------------
 
     async def publish(self, thread_id: str, session_id: str, *events: NewEvent) -> list[str]:
@@ -562,6 +722,10 @@ def envelope(event_id: str, fields: Mapping[Any, Any]) -> dict[str, Any]:
         "session_id": f.get("session_id") or None,
         "data": json.loads(f["data"]) if f.get("data") else {},
     }
+
+
+def _now_ms() -> int:
+    return int(datetime.now(UTC).timestamp() * 1000)
 
 
 def _json(data: Mapping[str, Any]) -> str:

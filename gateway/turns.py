@@ -1,39 +1,46 @@
 """One turn: from a stored inbound message and its thread's state to a commit request.
 
-Pure of Redis: it reads the loaded state, asks the agent, and says what to write.
+Pure of Redis: it reads the loaded state, asks the session-controlled agents, and says
+what to write. Sessions open on the first message and close on END_SESSION here; the
+other closes (idle, support, errors) are in ``gateway.sessions``.
 """
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
 import structlog
 
-from agent import LLM_FAILURE_REPLY, AskResult, ChatMessage
+from agent import LLM_FAILURE_REPLY, ChatMessage
+from agent.routing import RouteState, TurnResult
 from channels import InboundMessage
 from gateway.metrics import Metrics
+from gateway.sessions import close_events, close_state
 from gateway.store import CommitRequest, LoadedThread, NewEvent, utc_now_iso
 
-__all__ = ["Asker", "TurnRunner", "counter_after", "new_session_id"]
+__all__ = ["Conversation", "TurnOutput", "TurnRunner", "counter_after", "new_session_id"]
 
 log = structlog.get_logger("gateway.turns")
 
 
-class Asker(Protocol):
-    """The agent port: ``agent.AgentChat`` is one."""
+class Conversation(Protocol):
+    """The agent port: ``agent.SessionControl`` is one."""
 
-    async def ask(
+    async def turn(
         self,
         messages: list[ChatMessage],
+        state: RouteState,
         past_turns_without_tool_call: int | None = None,
         *,
         thread_id: str | None = None,
         household_id: str | None = None,
-    ) -> AskResult: ...
+        support_available: bool = False,
+    ) -> TurnResult: ...
 
 
 def new_session_id() -> str:
@@ -41,18 +48,16 @@ def new_session_id() -> str:
     return f"s_{int(time.time() * 1000):x}_{uuid.uuid4().hex[:12]}"
 
 
-def counter_after(previous: int, result: AskResult) -> int:
+def counter_after(previous: int, result: TurnResult) -> int:
     """``pastTurnsWithoutToolCall`` after a turn.
 
-    Reset to 0 when a tool ran; +1 after an agent turn with no tool call; unchanged by a
-    guard preempt (the agent did not try), and unchanged when the LLM was unavailable or
-    failed (the agent could not try either).
+    Reset to 0 when a tool ran; +1 after a domain-agent turn with no tool call; unchanged
+    by a guard preempt or a handoff/end node (no agent tried), and unchanged when the LLM
+    was unavailable or failed (the agent could not try either).
     """
-    if result.outcome != "agent" and result.outcome != "tool_limit":
+    if result.outcome not in ("agent", "tool_limit"):
         return previous
-    if result.ran_tools:
-        return 0
-    return previous + 1
+    return 0 if result.ran_tools else previous + 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,9 +67,16 @@ class TurnOutput:
 
 
 class TurnRunner:
-    def __init__(self, agent: Asker, metrics: Metrics | None = None) -> None:
-        self.agent = agent
+    def __init__(
+        self,
+        conversation: Conversation,
+        metrics: Metrics | None = None,
+        *,
+        support_available: Any = None,
+    ) -> None:
+        self.conversation = conversation
         self.metrics = metrics
+        self.support_available = support_available or (lambda: False)
 
     async def run(self, thread: LoadedThread, msg: InboundMessage, received_at: str) -> TurnOutput:
         state = thread.state
@@ -85,60 +97,74 @@ class TurnRunner:
             events.append(NewEvent("session.started", {"channel": msg.channel}))
         events.append(NewEvent("message.received", _received_data(msg, received_at)))
 
-        mode = state.get("mode", "bot")
-        if not msg.answerable:
-            return TurnOutput(self._commit(msg, session_id, updates, [], events, None), "ignored")
-        if mode == "human":
-            return TurnOutput(self._commit(msg, session_id, updates, [], events, None), "muted")
+        if not msg.answerable or state.get("mode") == "human":
+            outcome = "muted" if msg.answerable else "ignored"
+            self._count(outcome)
+            return TurnOutput(self._commit(msg, session_id, updates, [], events, None), outcome)
 
         user = ChatMessage(role="user", content=msg.agent_text())
         history = [ChatMessage.model_validate_json(h) for h in thread.history]
         previous = int(state.get("counter", "0") or 0)
-        result = await self.agent.ask([*history, user], previous, thread_id=msg.thread_id)
-        updates["counter"] = str(counter_after(previous, result))
+        route = RouteState(
+            active_agent=state.get("active_agent") or None,
+            previous_intent=state.get("previous_intent") or None,
+            previous_domain=state.get("previous_domain") or None,
+        )
+        support = bool(self.support_available())
+        result = await self.conversation.turn(
+            [*history, user], route, previous, thread_id=msg.thread_id, support_available=support
+        )
         reply = result.reply.content
-        outcome: str = result.outcome
-        if result.verdict is not None and result.verdict.preempt:
-            outcome = f"preempt:{result.verdict.kind}"
-            events.append(NewEvent("guard.preempted", {"kind": result.verdict.kind}))
+        events.extend(NewEvent(kind, data) for kind, data in result.events)
         events.append(NewEvent(*_agent_event(result, msg)))
-        if self.metrics is not None:
-            self.metrics.turns.labels(outcome).inc()
+        updates["counter"] = str(counter_after(previous, result))
+        updates.update(_route_fields(result))
+        handoff_open: bool | None = None
+        if result.human_handoff_requested and support:  # nobody to take it: the bot stays
+            updates.update(mode="human", handoff_requested_at=now, handoff_taken_at="")
+            handoff_open = True
         new_history = [
             user.model_dump_json(),
             ChatMessage(role="assistant", content=reply).model_dump_json(),
         ]
+        session_open: bool | None = True
+        if result.session_ended:
+            events.extend(close_events({**state, **updates}, "user_ended"))
+            updates.update(close_state())
+            session_open, handoff_open = False, False
+        self._count(result.outcome)
+        commit = self._commit(msg, session_id, updates, new_history, events, reply)
         return TurnOutput(
-            self._commit(msg, session_id, updates, new_history, events, reply), outcome
+            replace(commit, session_open=session_open, handoff_open=handoff_open), result.outcome
         )
 
     def failed(self, thread: LoadedThread, msg: InboundMessage, error: BaseException) -> TurnOutput:
-        """A turn that raised: answer with the PT-BR failure reply rather than retry forever.
-
-        The history keeps the user's message so the next turn has the context.
-        """
-        session_id = thread.state.get("session_id", "") or new_session_id()
-        updates = {"session_id": session_id, "last_message_at": utc_now_iso()}
+        """A turn that raised: answer with the PT-BR failure reply rather than retry forever,
+        and close the session abnormally (``error: …``) so it gets analysed."""
+        state = thread.state
+        session_id = state.get("session_id", "") or new_session_id()
+        reason = f"error: {type(error).__name__}: {error}"[:500]
         events = [
             NewEvent("message.received", _received_data(msg, "")),
             NewEvent(
                 "agent.failed",
-                {
-                    "in_reply_to": msg.provider_message_id,
-                    "outcome": "error",
-                    "error": f"{type(error).__name__}: {error}",
-                },
+                {"in_reply_to": msg.provider_message_id, "outcome": "error", "error": reason},
             ),
+            *close_events(state, reason),
         ]
-        if self.metrics is not None:
-            self.metrics.turns.labels("error").inc()
+        self._count("error")
         user = ChatMessage(role="user", content=msg.agent_text())
         history = [
             user.model_dump_json(),
             ChatMessage(role="assistant", content=LLM_FAILURE_REPLY).model_dump_json(),
         ]
+        updates = {**close_state(), "last_message_at": utc_now_iso()}
         commit = self._commit(msg, session_id, updates, history, events, LLM_FAILURE_REPLY)
-        return TurnOutput(commit, "error")
+        return TurnOutput(replace(commit, session_open=False, handoff_open=False), "error")
+
+    def _count(self, outcome: str) -> None:
+        if self.metrics is not None:
+            self.metrics.turns.labels(outcome).inc()
 
     @staticmethod
     def _commit(
@@ -159,7 +185,23 @@ class TurnRunner:
             reply_text=reply or None,
             reply_to=msg.user_number,
             channel=msg.channel,
+            session_open=True,
         )
+
+
+def _route_fields(result: TurnResult) -> dict[str, str]:
+    """The turn state the spec asks for: active agent, route_bypassed, continuity signal."""
+    decision = result.route_decision or {}
+    return {
+        "active_agent": result.state.active_agent or "",
+        "previous_intent": result.state.previous_intent or "",
+        "previous_domain": result.state.previous_domain or "",
+        "route_bypassed": "1" if decision.get("route_bypassed") else "",
+        "route_method": str(decision.get("method") or ""),
+        "continuity_signal": json.dumps(result.continuity_signal)
+        if result.continuity_signal
+        else "",
+    }
 
 
 def _received_data(msg: InboundMessage, received_at: str) -> dict[str, Any]:
@@ -186,19 +228,24 @@ def _received_data(msg: InboundMessage, received_at: str) -> dict[str, Any]:
     return data
 
 
-def _agent_event(result: AskResult, msg: InboundMessage) -> tuple[str, dict[str, Any]]:
+def _agent_event(result: TurnResult, msg: InboundMessage) -> tuple[str, dict[str, Any]]:
     data: dict[str, Any] = {
         "in_reply_to": msg.provider_message_id,
         "outcome": result.outcome,
         "text": result.reply.content,
+        "agent": result.state.active_agent,
+        "route_decision": result.route_decision,
         "tool_calls": [
             {"name": c.name, "arguments": c.arguments, "error": c.error} for c in result.tool_calls
         ],
         "llm_calls": result.llm_calls,
         "usage": {
-            "prompt_tokens": result.usage.prompt_tokens,
-            "completion_tokens": result.usage.completion_tokens,
-            "cost_micro_usd": result.usage.cost_micro_usd,
+            profile: {
+                "prompt_tokens": u.prompt_tokens,
+                "completion_tokens": u.completion_tokens,
+                "cost_micro_usd": u.cost_micro_usd,
+            }
+            for profile, u in result.usage_by_profile.items()
         },
     }
     kind = "agent.failed" if result.outcome == "error" else "agent.replied"

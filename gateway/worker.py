@@ -262,7 +262,7 @@ class Worker:
         status, reply = await self.store.mark_sending(thread_id, message_id, token)
         session_id = reply.get("session_id", "")
         channel = reply.get("channel", "")
-        base = {"in_reply_to": message_id, "channel": channel}
+        base = {"in_reply_to": message_id, "channel": channel, "author": reply.get("author", "bot")}
         if status == "pending":
             outcome, ids, events = await self._send(reply, base)
         elif status == "sending":

@@ -3,11 +3,19 @@
 Every figure mel states comes from one of these. Amounts go in as reais (text such as
 ``"45.90"``) and come out twice: integer cents and ``"R$ 1.234,56"``. Months are
 ``"YYYY-MM"``; "today" is São Paulo's.
+
+The card invoice (``cardInvoice``) is read from the ledger too, which has no card
+statements: a card purchase is an expense whose category is ``"cartão"`` or starts with
+``"cartão "`` (``"cartão nubank"``, ``"cartão de crédito"``), and the month's invoice is
+those expenses. It is offered by the invoice agent only (:func:`card_tools`), so
+:func:`default_registry` keeps the eight tools it always had; :func:`registry_for` builds
+a domain agent's registry from tool names.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterable
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
@@ -19,17 +27,27 @@ from agent.money import MoneyCents, NonNegativeMoneyCents, money_fields
 from agent.tools.base import Tool, ToolContext, ToolRegistry
 
 __all__ = [
+    "CARD_CATEGORY",
     "BudgetStatusArgs",
     "BudgetTotalArgs",
+    "CardInvoiceArgs",
     "ContributeToGoalArgs",
     "CreateSavingsGoalArgs",
     "RecordExpenseArgs",
     "SavingsGoalProgressArgs",
     "SetBudgetArgs",
     "SpendingByCategoryArgs",
+    "card_tools",
     "default_registry",
     "finance_tools",
+    "is_card_category",
+    "registry_for",
 ]
+
+CARD_CATEGORY = "cartão"
+"""The expense category of card purchases (also any category starting with "cartão ")."""
+_INVOICE_SCAN = 500  # newest expenses of the month read to list the invoice's charges
+_INVOICE_ITEMS = 30  # charges listed at most (the total always covers them all)
 
 Month = Annotated[
     str,
@@ -95,6 +113,10 @@ class CreateSavingsGoalArgs(_Args):
     name: Annotated[str, Field(min_length=1, max_length=80, description="nome da meta")]
     target_amount: MoneyCents
     deadline: dt.date | None = Field(default=None, description="prazo AAAA-MM-DD (opcional)")
+
+
+class CardInvoiceArgs(_Args):
+    month: Month | None = Field(default=None, description="AAAA-MM; padrão: o mês atual")
 
 
 # -- helpers --------------------------------------------------------------------------------
@@ -304,6 +326,45 @@ async def _no_such_goal(ctx: ToolContext, name: str) -> str:
     return f"não existe meta {name!r}; metas existentes: {names}"
 
 
+def is_card_category(category: str) -> bool:
+    """Whether an expense category (already normalised) is a card purchase."""
+    return category == CARD_CATEGORY or category.startswith(CARD_CATEGORY + " ")
+
+
+async def card_invoice(args: CardInvoiceArgs, ctx: ToolContext) -> dict[str, Any]:
+    ledger = ctx.require_ledger()
+    month = args.month or month_of(ctx.now)
+    spending = await ledger.month_spending(ctx.household_id, month)
+    cards = {c: cents for c, cents in spending.by_category.items() if is_card_category(c)}
+    count = sum(spending.counts.get(category, 0) for category in cards)
+    charges = [
+        expense
+        for expense in await ledger.expenses(ctx.household_id, month, limit=_INVOICE_SCAN)
+        if is_card_category(expense.category)
+    ][:_INVOICE_ITEMS]
+    return {
+        "month": month,
+        **money_fields("total", sum(cards.values())),
+        "charge_count": count,
+        "by_card": [
+            {"category": category, **money_fields("total", cents)}
+            for category, cents in sorted(cards.items(), key=lambda item: (-item[1], item[0]))
+        ],
+        "charges": [
+            {
+                "id": expense.id,
+                "date": expense.day.isoformat(),
+                **money_fields("amount", expense.amount_cents),
+                "category": expense.category,
+                "description": expense.description,
+                "paid_by": expense.paid_by,
+            }
+            for expense in charges
+        ],
+        "all_charges_listed": len(charges) == count,
+    }
+
+
 def finance_tools() -> list[Tool[Any]]:
     """The finance tools, in the order they are offered to the model."""
     return [
@@ -360,6 +421,31 @@ def finance_tools() -> list[Tool[Any]]:
     ]
 
 
+def card_tools() -> list[Tool[Any]]:
+    """The card-invoice tools (the invoice agent's own)."""
+    return [
+        Tool(
+            "cardInvoice",
+            "Fatura do cartão no mês: total, total por cartão e as compras lançadas "
+            '(gastos com categoria "cartão" ou "cartão <nome>"), das mais recentes às '
+            "mais antigas.",
+            CardInvoiceArgs,
+            card_invoice,
+        ),
+    ]
+
+
 def default_registry() -> ToolRegistry:
     """A registry with every finance tool."""
     return ToolRegistry(finance_tools())
+
+
+def registry_for(names: Iterable[str]) -> ToolRegistry:
+    """A registry with the named tools (finance and card), in the order given; an unknown
+    name is a ``ValueError``."""
+    wanted = tuple(names)
+    known = {tool.name: tool for tool in [*finance_tools(), *card_tools()]}
+    missing = [name for name in wanted if name not in known]
+    if missing:
+        raise ValueError(f"unknown tools {missing}; known: {sorted(known)}")
+    return ToolRegistry(known[name] for name in wanted)

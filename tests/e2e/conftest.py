@@ -31,6 +31,15 @@ BUSINESS = "+14155238886"
 META_SECRET = "meta-app-secret"
 META_TOKEN = "meta-access-token"
 META_PHONE_ID = "106540352242922"
+PROFILES = Path(__file__).parent.parent / "data" / "e2e_llm_profiles.yaml"
+AGENT_MODEL = "agent-model"  # each role has its own model name in PROFILES
+ROUTER_MODEL = "router-model"
+ROUTER_ANSWER = '{"route": "budget_agent", "intent": "budget_overview", "confidence": 0.95}'
+
+
+def agent_calls(fake: FakeLLM) -> list[dict[str, Any]]:
+    """The calls the domain agents made (not the router's or the classifier's)."""
+    return fake.calls_for(AGENT_MODEL)
 
 
 class Gateway:
@@ -114,6 +123,7 @@ GatewayFactory = Callable[..., "asyncio.Future[Gateway]"]
 @pytest.fixture
 async def fake_llm() -> AsyncIterator[FakeLLM]:
     fake = await start_fake_llm()
+    fake.by_model[ROUTER_MODEL] = lambda request: ROUTER_ANSWER
     try:
         yield fake
     finally:
@@ -143,10 +153,12 @@ def make_settings(
         "mel_shutdown_grace_seconds": 3.0,
         "meta_app_secret": META_SECRET,
         "meta_verify_token": "verify-me",
+        "psychologist_enabled": False,  # its own tests turn it on
     }
     if llm is not None:
         values["llm_base_url"] = llm.base_url
         values["llm_api_key"] = "sk-test"
+        values["llm_profiles_path"] = PROFILES
     if twilio is not None:
         values.update(
             twilio_account_sid=ACCOUNT_SID,

@@ -7,7 +7,7 @@ import uuid
 from typing import Any
 
 from guard import GUARD_RESPONSE_FRUSTRATED, GUARD_RESPONSE_HUMAN_REQUEST, GUARD_RESPONSE_LOOP
-from tests.e2e.conftest import BUSINESS, Gateway
+from tests.e2e.conftest import BUSINESS, Gateway, agent_calls
 from tests.fakes.graph_api import FakeGraphAPI
 from tests.fakes.llm import FakeLLM, tool_call
 from tests.fakes.payloads import (
@@ -30,7 +30,7 @@ async def test_reply_is_the_models_text_sent_through_twilio(
     assert sent[0]["Body"] == "Vocês gastaram R$ 0,00."
     assert sent[0]["To"] == "whatsapp:+5511988887777"
     assert sent[0]["From"] == f"whatsapp:{BUSINESS}"
-    assert fake_llm.call_count == 2
+    assert len(agent_calls(fake_llm)) == 2
     events = await gateway.wait_events("message.sent", 1)
     assert events[0]["data"]["provider_message_ids"] == [sent[0]["sid"]]
 
@@ -47,7 +47,7 @@ async def test_duplicate_delivery_is_acknowledged_and_answered_once(
     await asyncio.sleep(0.3)
     assert len(fake_twilio.messages) == 1
     assert len(await gateway.events("message.received")) == 1
-    assert fake_llm.call_count == 1
+    assert len(agent_calls(fake_llm)) == 1
 
 
 async def test_three_quick_messages_with_a_slow_llm_are_answered_in_order(
@@ -64,7 +64,7 @@ async def test_three_quick_messages_with_a_slow_llm_are_answered_in_order(
         "resposta para: terceira pergunta",
     ]
     # each turn saw the previous ones in its history
-    last_request = fake_llm.calls[-1]["messages"]
+    last_request = agent_calls(fake_llm)[-1]["messages"]
     contents = [m["content"] for m in last_request if m["role"] == "user"]
     assert contents[-3:] == ["primeira pergunta", "segunda pergunta", "terceira pergunta"]
 
@@ -96,7 +96,7 @@ async def test_guard_preempts_reply_canonically_with_zero_llm_calls(
     by_user = {m["To"]: m["Body"] for m in sent}
     assert by_user["whatsapp:+5511900000001"] == GUARD_RESPONSE_FRUSTRATED
     assert by_user["whatsapp:+5511900000002"] == GUARD_RESPONSE_HUMAN_REQUEST
-    assert fake_llm.call_count == 0
+    assert len(agent_calls(fake_llm)) == 0
     preempts = await gateway.events("guard.preempted")
     assert sorted(e["data"]["kind"] for e in preempts) == ["frustrated", "human-request"]
 
@@ -108,11 +108,11 @@ async def test_loop_preempt_arises_from_the_counter_kept_across_turns(
     for text in ("qual o saldo?", "saldo?"):
         await gateway.twilio(text)
         await gateway.idle()
-    assert fake_llm.call_count == 2
+    assert len(agent_calls(fake_llm)) == 2
     await gateway.twilio("saldo mesmo?")
     sent = await fake_twilio.wait_for_messages(3)
     assert sent[-1]["Body"] == GUARD_RESPONSE_LOOP
-    assert fake_llm.call_count == 2  # the third turn never reached the LLM
+    assert len(agent_calls(fake_llm)) == 2  # the third turn never reached the LLM
 
 
 async def test_a_tool_call_resets_the_counter_so_no_loop(

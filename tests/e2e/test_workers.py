@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import ACCOUNT_SID, AUTH_TOKEN, BUSINESS, Gateway
+from tests.e2e.conftest import ACCOUNT_SID, AUTH_TOKEN, BUSINESS, PROFILES, Gateway, agent_calls
 from tests.fakes.llm import FakeLLM
 from tests.fakes.twilio_api import FakeTwilioAPI
 
@@ -30,6 +30,7 @@ async def spawn_worker(
         "REDIS_URL": redis_url,
         "LLM_BASE_URL": fake_llm.base_url,
         "LLM_API_KEY": "sk-test",
+        "LLM_PROFILES_PATH": str(PROFILES),
         "TWILIO_ACCOUNT_SID": ACCOUNT_SID,
         "TWILIO_AUTH_TOKEN": AUTH_TOKEN,
         "TWILIO_WHATSAPP_FROM": f"whatsapp:{BUSINESS}",
@@ -78,7 +79,7 @@ async def test_kill_9_mid_turn_then_restart_gives_exactly_one_reply(
     fake_llm.responder = lambda req: "resposta única"
     first = spawn_worker()
     assert (await gw.twilio("qual o total do mês?")).status == 200
-    await _wait(lambda: fake_llm.call_count >= 1, timeout=20)  # the turn is mid-LLM
+    await _wait(lambda: len(agent_calls(fake_llm)) >= 1, timeout=20)  # the turn is mid-LLM
     first.send_signal(signal.SIGKILL)
     first.wait()
     loop = asyncio.get_running_loop()

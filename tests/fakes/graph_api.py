@@ -179,7 +179,7 @@ class FakeGraphAPI:
     async def wait_for_messages(
         self,
         n: int,
-        timeout: float = 5.0,  # noqa: ASYNC109 - a test deadline, failing as an assertion
+        timeout: float = 5.0,
     ) -> list[dict[str, Any]]:
         """Wait until at least ``n`` text sends were accepted; all accepted so far."""
         await self._wait(lambda: len(self.messages) >= n, timeout, f"{n} messages")
@@ -188,7 +188,7 @@ class FakeGraphAPI:
     async def wait_for_read_receipts(
         self,
         n: int,
-        timeout: float = 5.0,  # noqa: ASYNC109 - a test deadline, failing as an assertion
+        timeout: float = 5.0,
     ) -> list[dict[str, Any]]:
         """Wait until at least ``n`` read receipts were accepted."""
         await self._wait(lambda: len(self.read_receipts) >= n, timeout, f"{n} read receipts")
@@ -197,7 +197,7 @@ class FakeGraphAPI:
     async def wait_for_requests(
         self,
         n: int,
-        timeout: float = 5.0,  # noqa: ASYNC109 - a test deadline, failing as an assertion
+        timeout: float = 5.0,
     ) -> list[dict[str, Any]]:
         """Wait until at least ``n`` requests arrived (accepted or not)."""
         await self._wait(lambda: len(self.requests) >= n, timeout, f"{n} requests")

@@ -246,6 +246,9 @@ class FakeLLM:
         self.validate = validate
         self.host = host
         self.requests: list[RecordedCall] = []
+        # model name → responder, used before the script: e.g. a router model that always
+        # answers its JSON while the script drives the agent's model
+        self.by_model: dict[str, Responder] = {}
         self.root_url = ""
         self.base_url = ""  # ".../v1", what AsyncOpenAI(base_url=...) wants
         self._script: deque[Scripted] = deque()
@@ -351,7 +354,7 @@ class FakeLLM:
     async def wait_for_calls(
         self,
         n: int,
-        timeout: float = 5.0,  # noqa: ASYNC109 - a test deadline, failing as an assertion
+        timeout: float = 5.0,
     ) -> list[dict[str, Any]]:
         """Wait until at least ``n`` calls arrived; all calls so far."""
         async with self._changed:
@@ -403,11 +406,14 @@ class FakeLLM:
         return response
 
     async def _next(self, body: dict[str, Any]) -> Scripted:
-        if self._script:
-            return self._script.popleft()
-        if self.responder is None:
+        responder = self.by_model.get(str(body.get("model")))
+        if responder is None:
+            if self._script:
+                return self._script.popleft()
+            responder = self.responder
+        if responder is None:
             return Reply()
-        answer = self.responder(body)
+        answer = responder(body)
         if inspect.isawaitable(answer):
             answer = await answer
         return answer

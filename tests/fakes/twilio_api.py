@@ -18,10 +18,10 @@ auth, Twilio's validation errors for the fields we use, scripted failures
 from __future__ import annotations
 
 import asyncio
-import time
 import base64
 import binascii
 import secrets
+import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -158,7 +158,7 @@ class FakeTwilioAPI:
     async def wait_for_messages(
         self,
         n: int,
-        timeout: float = 5.0,  # noqa: ASYNC109 - a test deadline, failing as an assertion
+        timeout: float = 5.0,
     ) -> list[dict[str, Any]]:
         """Wait until at least ``n`` messages were accepted; all accepted so far."""
         await self._wait(lambda: len(self.messages) >= n, timeout, f"{n} messages")
@@ -167,7 +167,7 @@ class FakeTwilioAPI:
     async def wait_for_requests(
         self,
         n: int,
-        timeout: float = 5.0,  # noqa: ASYNC109 - a test deadline, failing as an assertion
+        timeout: float = 5.0,
     ) -> list[dict[str, Any]]:
         """Wait until at least ``n`` requests arrived (accepted or not)."""
         await self._wait(lambda: len(self.requests) >= n, timeout, f"{n} requests")

@@ -1,0 +1,130 @@
+"""The psychologist: evidence-cited post-session analysis (ADR 0015), the pure domain.
+
+Termination classification, triage, hypothesis validation and lifecycle, the prompt and
+the bounded tool loop over the LLM port. Storage, the stream consumer and the HTTP
+surfaces live in ``gateway/``.
+"""
+
+from agent.psychologist.analyst import (
+    BUDGET_EXCEEDED,
+    FORCE_EMIT_HYPOTHESES,
+    LLM_ERROR_PREFIX,
+    MAX_ITERATIONS,
+    TRUNCATED_NOTE,
+    AnalysisContext,
+    AnalysisOutcome,
+    Psychologist,
+)
+from agent.psychologist.errors import InvalidTransition, PsychologistError, RulesError
+from agent.psychologist.hypotheses import (
+    EMIT_HYPOTHESES,
+    BatchResult,
+    EmitHypothesesArgs,
+    HypothesisIn,
+    emit_hypotheses_tool,
+    validate_batch,
+)
+from agent.psychologist.lifecycle import (
+    ANALYSIS_COMPLETED,
+    ANALYSIS_FAILED,
+    HYPOTHESIS_ACCEPTED,
+    HYPOTHESIS_ACCEPTED_FOR_ANAMNESE,
+    HYPOTHESIS_DISMISSED,
+    HYPOTHESIS_PROPOSED,
+    PSYCHOLOGIST_EVENT_TYPES,
+    HypothesisStatus,
+    assert_transition,
+    event_for_transition,
+)
+from agent.psychologist.prompt import (
+    DEFAULT_AGENTS,
+    NUDGE,
+    AgentInfo,
+    build_messages,
+    mask_phone_numbers,
+    render_event,
+    render_log,
+)
+from agent.psychologist.rules import (
+    DEFAULT_RULES_NAME,
+    RULES_PATH_ENV,
+    load_rules,
+    load_rules_from_env,
+)
+from agent.psychologist.termination import (
+    ABNORMAL_CAUSES,
+    CLOSE_EVENT_TYPES,
+    SESSION_CLOSED,
+    SESSION_CLOSED_ABNORMALLY,
+    TERMINATION_CAUSES,
+    Termination,
+    TerminationCause,
+    classify_termination,
+)
+from agent.psychologist.triage import (
+    HEAVY,
+    HEAVY_THRESHOLD,
+    LIGHT,
+    TIERS,
+    Tier,
+    TierName,
+    tier_named,
+    triage,
+)
+
+__all__ = [
+    "ABNORMAL_CAUSES",
+    "ANALYSIS_COMPLETED",
+    "ANALYSIS_FAILED",
+    "BUDGET_EXCEEDED",
+    "CLOSE_EVENT_TYPES",
+    "DEFAULT_AGENTS",
+    "DEFAULT_RULES_NAME",
+    "EMIT_HYPOTHESES",
+    "FORCE_EMIT_HYPOTHESES",
+    "HEAVY",
+    "HEAVY_THRESHOLD",
+    "HYPOTHESIS_ACCEPTED",
+    "HYPOTHESIS_ACCEPTED_FOR_ANAMNESE",
+    "HYPOTHESIS_DISMISSED",
+    "HYPOTHESIS_PROPOSED",
+    "LIGHT",
+    "LLM_ERROR_PREFIX",
+    "MAX_ITERATIONS",
+    "NUDGE",
+    "PSYCHOLOGIST_EVENT_TYPES",
+    "RULES_PATH_ENV",
+    "SESSION_CLOSED",
+    "SESSION_CLOSED_ABNORMALLY",
+    "TERMINATION_CAUSES",
+    "TIERS",
+    "TRUNCATED_NOTE",
+    "AgentInfo",
+    "AnalysisContext",
+    "AnalysisOutcome",
+    "BatchResult",
+    "EmitHypothesesArgs",
+    "HypothesisIn",
+    "HypothesisStatus",
+    "InvalidTransition",
+    "Psychologist",
+    "PsychologistError",
+    "RulesError",
+    "Termination",
+    "TerminationCause",
+    "Tier",
+    "TierName",
+    "assert_transition",
+    "build_messages",
+    "classify_termination",
+    "emit_hypotheses_tool",
+    "event_for_transition",
+    "load_rules",
+    "load_rules_from_env",
+    "mask_phone_numbers",
+    "render_event",
+    "render_log",
+    "tier_named",
+    "triage",
+    "validate_batch",
+]

@@ -1,0 +1,152 @@
+"""``mel-gateway insights``: the psychologist's hypotheses in a terminal, and the actions
+on them (reanalyze a session, accept or dismiss a hypothesis). Reads Redis directly, like
+``ledger import``; the same operations as the support API."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import textwrap
+from typing import Any, TextIO
+
+from agent.psychologist import (
+    ANALYSIS_COMPLETED,
+    ANALYSIS_FAILED,
+    HypothesisStatus,
+    InvalidTransition,
+)
+from gateway.errors import GatewayError
+from gateway.insights import group_by_agent
+from gateway.psychologist import PsychologistStore
+from gateway.settings import Settings
+
+__all__ = ["format_insights", "run_insights"]
+
+_WIDTH = 96
+
+
+def format_insights(groups: list[dict[str, Any]]) -> str:
+    """The grouped hypotheses as readable text, one block per agent."""
+    if not groups:
+        return "No hypotheses yet: sessions are analysed when they close."
+    total = sum(g["count"] for g in groups)
+    lines = [f"{total} hypotheses on {len(groups)} agents (current analyses)", ""]
+    for group in groups:
+        lines.append(f"{group['target_agent']} ({group['count']})")
+        for h in group["hypotheses"]:
+            lines.append(f"  [{h['confidence']:>3}] {h['title']}  · {h['status']}")
+            lines += _wrapped(h["description"])
+            termination = h.get("termination") or {}
+            if h.get("termination_analysis"):
+                cause = termination.get("cause", "?")
+                lines += _wrapped(f"término ({cause}): {h['termination_analysis']}")
+            evidence = ", ".join(h["evidence_event_ids"])
+            lines.append(f"        session {h['session_id']} · evidence {evidence}")
+            lines.append(f"        id {h['id']} · {h['created_at'][:19]}")
+        lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _wrapped(text: str) -> list[str]:
+    return textwrap.wrap(
+        " ".join(text.split()), _WIDTH, initial_indent=" " * 8, subsequent_indent=" " * 8
+    )
+
+
+async def run_insights(
+    settings: Settings, args: argparse.Namespace, out: TextIO | None = None
+) -> int:
+    from gateway.bootstrap import Components
+
+    out = out or sys.stdout
+    async with Components(settings) as c:
+        db = PsychologistStore(c.store)
+        try:
+            command = getattr(args, "insights_command", None)
+            if command == "reanalyze":
+                return await _reanalyze(db, args, out)
+            if command in ("accept", "dismiss"):
+                return await _decide(db, args, command, out)
+            return await _list(db, args, out)
+        except (GatewayError, InvalidTransition, ValueError) as exc:
+            print(f"mel-gateway: {exc}", file=sys.stderr)
+            return 1
+
+
+async def _list(db: PsychologistStore, args: argparse.Namespace, out: TextIO) -> int:
+    statuses = {s for s in (args.status or "").split(",") if s}
+    found = [
+        h
+        for h in await db.current_hypotheses()
+        if (not statuses or h["status"] in statuses)
+        and (not args.agent or h["target_agent"] == args.agent)
+    ]
+    groups = group_by_agent(found)
+    if args.json:
+        out.write(json.dumps({"count": len(found), "agents": groups}, ensure_ascii=False) + "\n")
+    else:
+        out.write(format_insights(groups))
+    return 0
+
+
+async def _decide(
+    db: PsychologistStore, args: argparse.Namespace, command: str, out: TextIO
+) -> int:
+    if command == "accept":
+        hypothesis, _ids = await db.transition(
+            args.hypothesis,
+            HypothesisStatus.ACCEPTED,
+            by=args.by,
+            for_anamnese=args.for_anamnese,
+        )
+    else:
+        hypothesis, _ids = await db.transition(
+            args.hypothesis, HypothesisStatus.DISMISSED, by=args.by, note=args.note
+        )
+    extra = " (for the Anamnese)" if hypothesis["for_anamnese"] else ""
+    out.write(f"{hypothesis['id']}: {hypothesis['status']}{extra}\n")
+    return 0
+
+
+async def _reanalyze(db: PsychologistStore, args: argparse.Namespace, out: TextIO) -> int:
+    request_id = await db.request_reanalysis(args.session, tier=args.tier, by=args.by)
+    out.write(f"reanalysis of {args.session} queued (request {request_id})\n")
+    if not args.wait:
+        return 0
+    outcome = await _wait_outcome(db, request_id, args.wait)
+    if outcome is None:
+        out.write(f"no outcome within {args.wait:g}s; it is still queued or running\n")
+        return 1
+    data = outcome["data"]
+    if outcome["type"] == ANALYSIS_COMPLETED:
+        cost = data.get("cost_micro_usd", 0)
+        out.write(
+            f"analysis {data['analysis_id']}: {len(data['hypothesis_ids'])} hypotheses "
+            f"({data.get('tier')}, {data.get('model')}, {cost} micro-USD)\n"
+        )
+        return 0
+    out.write(f"analysis failed: {data.get('failure')}\n")
+    return 1
+
+
+async def _wait_outcome(
+    db: PsychologistStore, request_id: str, timeout: float
+) -> dict[str, Any] | None:
+    """The completed event, or the final failed one, of a reanalysis request."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    cursor = request_id
+    while (left := deadline - loop.time()) > 0:
+        batch = await db.store.read_events(cursor, count=500, block_ms=int(min(left, 1.0) * 1000))
+        for env in batch:
+            cursor = env["id"]
+            data = env["data"]
+            if data.get("trigger_event_id") != request_id:
+                continue
+            if env["type"] == ANALYSIS_COMPLETED or (
+                env["type"] == ANALYSIS_FAILED and data.get("final")
+            ):
+                return env
+    return None
