@@ -1,6 +1,7 @@
 """``make bench``: every benchmark, one table each. Ratios against same-run baselines."""
 
-from bench import gateway_bench, guard_bench
+from bench import gateway_bench, guard_bench, stickiness_bench
 
 guard_bench.main()
 gateway_bench.main()
+stickiness_bench.main()

@@ -31,6 +31,8 @@ from gateway.settings import Settings
 from tests.fakes.llm import FakeLLM
 from tests.fakes.twilio_api import FakeTwilioAPI
 
+PROFILES = Path(__file__).parent.parent / "tests" / "data" / "e2e_llm_profiles.yaml"
+ROUTER_ANSWER = '{"route": "budget_agent", "intent": "budget_overview", "confidence": 0.95}'
 ACCOUNT_SID = "AC" + "2" * 32
 TOKEN = "bench-token"
 BUSINESS = "+14155238886"
@@ -108,6 +110,7 @@ def _settings(redis_url: str, data: Path, llm: FakeLLM, twilio: FakeTwilioAPI) -
         twilio_api_base_url=twilio.base_url,
         llm_base_url=llm.base_url,
         llm_api_key="sk-bench",
+        llm_profiles_path=PROFILES,
         mel_log_level="warning",
     )
 
@@ -187,6 +190,7 @@ def _gateway_env(redis_url: str, data: Path, llm: FakeLLM, twilio: FakeTwilioAPI
         "TWILIO_API_BASE_URL": twilio.base_url,
         "LLM_BASE_URL": llm.base_url,
         "LLM_API_KEY": "sk-bench",
+        "LLM_PROFILES_PATH": str(PROFILES),
         "MEL_LOG_LEVEL": "warning",
         "MEL_LOG_FORMAT": "json",
     }
@@ -253,6 +257,7 @@ async def bench_end_to_end(
     fast as it goes, then webhook→reply latency at a steady 100 turns/s."""
     async with FakeLLM() as llm, FakeTwilioAPI(ACCOUNT_SID, TOKEN) as twilio:
         llm.responder = lambda req: "ok " + str(req["messages"][-1]["content"])
+        llm.by_model["router-model"] = lambda req: ROUTER_ANSWER
         port = _free_port()
         env = _gateway_env(redis_url, data, llm, twilio)
         sent_at: dict[str, float] = {}
@@ -308,6 +313,7 @@ async def bench_end_to_end(
 async def bench_round_trips(redis_url: str, data: Path, turns: int = 200) -> dict[str, float]:
     """Round trips of the worker per turn, with ingest counted apart."""
     async with FakeLLM() as llm, FakeTwilioAPI(ACCOUNT_SID, TOKEN) as twilio:
+        llm.by_model["router-model"] = lambda req: ROUTER_ANSWER
         app = create_app(_settings(redis_url, data, llm, twilio), run_worker=False)
         runner, url = await _serve(app)
         hook = f"{url}/webhooks/twilio"

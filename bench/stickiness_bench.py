@@ -527,6 +527,12 @@ def per_turn_lines(off: Run, on: Run) -> list[str]:
     return lines
 
 
+def _md_label(label: str) -> str:
+    """A table label, its indentation (two spaces a level) shown as "↳"."""
+    depth = (len(label) - len(label.lstrip(" "))) // 2
+    return "↳ " * depth + label.strip()
+
+
 def markdown(off: Run, on: Run) -> str:
     out = [
         HEADING,
@@ -540,11 +546,11 @@ def markdown(off: Run, on: Run) -> str:
         "",
         "| metric | stickiness off | stickiness on |",
         "|---|---|---|",
-        *(f"| {a.strip()} | {b} | {c} |" for a, b, c in summary_rows(off, on)),
+        *(f"| {_md_label(a)} | {b} | {c} |" for a, b, c in summary_rows(off, on)),
         "",
         "| savings (spec's attribution rule) | |",
         "|---|---|",
-        *(f"| {a.strip()} | {b} |" for a, b in savings_rows(off, on)),
+        *(f"| {_md_label(a)} | {b} |" for a, b in savings_rows(off, on)),
         "",
     ]
     return "\n".join(out)

@@ -7,6 +7,7 @@ The web layer hands over plain data: the public URL Twilio called, the form para
 from __future__ import annotations
 
 import asyncio
+import hmac
 import math
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -63,8 +64,14 @@ def verify_twilio_signature(
         raise SignatureError("no Twilio auth token configured", provider=_PROVIDER)
     if not signature:
         raise SignatureError("missing X-Twilio-Signature", provider=_PROVIDER)
+    validator = RequestValidator(auth_token)
     try:
-        valid = RequestValidator(auth_token).validate(url, params, signature)
+        # Fast path: the URL exactly as given (the usual case). ``validate`` always
+        # computes two signatures (with and without the default port), so it is kept for
+        # the fallback only.
+        valid = hmac.compare_digest(
+            str(validator.compute_signature(url, params)), signature
+        ) or validator.validate(url, params, signature)
     except (TypeError, ValueError, AttributeError) as exc:  # e.g. a file among the fields
         raise SignatureError(f"cannot check X-Twilio-Signature: {exc}", provider=_PROVIDER) from exc
     if not valid:

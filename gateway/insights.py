@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agent.psychologist import HypothesisStatus, InvalidTransition, TierName
 from gateway.keys import STORE
-from gateway.psychologist import PsychologistStore
+from gateway.psychologist_store import PsychologistStore
 
 __all__ = ["group_by_agent", "routes"]
 

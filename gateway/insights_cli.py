@@ -19,7 +19,7 @@ from agent.psychologist import (
 )
 from gateway.errors import GatewayError
 from gateway.insights import group_by_agent
-from gateway.psychologist import PsychologistStore
+from gateway.psychologist_store import PsychologistStore
 from gateway.settings import Settings
 
 __all__ = ["format_insights", "run_insights"]

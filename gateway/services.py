@@ -1,10 +1,10 @@
 """The background services a worker process runs: the turn worker, the session sweeper,
-the support webhook forwarder. Owned by ``serve`` (in-process) or ``mel-gateway worker``."""
+the support webhook forwarder, the psychologist (unless ``PSYCHOLOGIST_ENABLED=false`` or no
+LLM is configured). Owned by ``serve`` (in-process) or ``mel-gateway worker``."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Coroutine
 from typing import Any
 

@@ -19,6 +19,7 @@ Per thread (``P:t:{T}:…``):
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -103,6 +104,14 @@ class NewEvent:
 
 
 @dataclass(frozen=True, slots=True)
+class _Delivery:
+    messages: Sequence[tuple[str, str, str]]
+    raw: tuple[str, bytes] | None
+    events: Sequence[tuple[str, str, NewEvent]]
+    future: asyncio.Future[list[bool]]
+
+
+@dataclass(frozen=True, slots=True)
 class LoadedThread:
     """One round trip's worth of a thread: state, history, next message, pending replies."""
 
@@ -130,11 +139,11 @@ class CommitRequest:
 # --- Lua -----------------------------------------------------------------------------
 
 _INGEST = """
--- One delivery: its messages, its status events and its raw record, in one step.
+-- Deliveries (one or more, batched): their messages, status events and raw records.
 -- KEYS: ready, raw, events, then per message: seen, inbox, sched
--- ARGV[1]: JSON {ttl, raw_maxlen, events_maxlen, at, raw_meta (or null),
+-- ARGV[1]: JSON {ttl, raw_maxlen, events_maxlen, at, raws: [meta…],
 --               messages: [[json, thread id]…], events: [[type, thread, session, data]…]}
--- ARGV[2]: the raw body bytes
+-- ARGV[1 + i]: the body of raws[i]
 local p = cjson.decode(ARGV[1])
 local new = {}
 for i, m in ipairs(p['messages']) do
@@ -153,9 +162,9 @@ for _, e in ipairs(p['events']) do
   redis.call('XADD', KEYS[3], 'MAXLEN', '~', p['events_maxlen'], '*', 'type', e[1],
     'at', p['at'], 'thread_id', e[2], 'session_id', e[3], 'data', e[4])
 end
-if p['raw_meta'] ~= cjson.null then
-  redis.call('XADD', KEYS[2], 'MAXLEN', '~', p['raw_maxlen'], '*',
-    'meta', p['raw_meta'], 'body', ARGV[2])
+for i, meta in ipairs(p['raws']) do
+  redis.call('XADD', KEYS[2], 'MAXLEN', '~', p['raw_maxlen'], '*', 'meta', meta,
+    'body', ARGV[1 + i])
 end
 return new
 """
@@ -371,6 +380,8 @@ class Store:
         self._renew = redis.register_script(_RENEW)
         self._publish = redis.register_script(_PUBLISH)
         self._act = redis.register_script(_ACT)
+        self._ingest_queue: list[_Delivery] = []
+        self._ingest_flusher: asyncio.Task[None] | None = None
 
     # --- ingest ----------------------------------------------------------------------
 
@@ -380,31 +391,69 @@ class Store:
         raw: tuple[str, bytes] | None,
         events: Sequence[tuple[str, str, NewEvent]] = (),
     ) -> list[bool]:
-        """Store a delivery in one round trip.
+        """Store a delivery durably; returns, per message, whether it was new (False: a
+        duplicate delivery, dropped).
 
-        ``messages`` are ``(thread_id, provider_message_id, message_json)``; returns, for
-        each, whether it was new (False: a duplicate delivery, dropped). ``raw`` is the
-        raw delivery record ``(meta JSON, body)``; ``events`` are
-        ``(thread_id, session_id, event)`` to publish (status callbacks).
+        ``messages`` are ``(thread_id, provider_message_id, message_json)``, ``raw`` the
+        raw delivery record ``(meta JSON, body)``, ``events`` ``(thread_id, session_id,
+        event)`` to publish (status callbacks). Concurrent deliveries are written together
+        (group commit): while one script call is in flight, the next ones queue and go in
+        the following call, so under load a delivery costs well under one round trip. Each
+        caller still returns only once its own delivery is stored.
         """
+        future: asyncio.Future[list[bool]] = asyncio.get_running_loop().create_future()
+        self._ingest_queue.append(_Delivery(messages, raw, events, future))
+        if self._ingest_flusher is None or self._ingest_flusher.done():
+            self._ingest_flusher = asyncio.create_task(self._flush_ingest())
+        return await future
+
+    async def _flush_ingest(self) -> None:
+        while self._ingest_queue:
+            batch, self._ingest_queue = self._ingest_queue, []
+            try:
+                new = await self._ingest_batch(batch)
+            except BaseException as exc:
+                for d in batch:
+                    if not d.future.done():
+                        d.future.set_exception(exc)
+                if not isinstance(exc, Exception):
+                    raise
+                continue
+            at = 0
+            for d in batch:
+                if not d.future.done():
+                    d.future.set_result(new[at : at + len(d.messages)])
+                at += len(d.messages)
+
+    async def _ingest_batch(self, batch: Sequence[_Delivery]) -> list[bool]:
         k = self.keys
         keys: list[str] = [k.ready, k.raw, k.events]
-        for thread_id, message_id, _body in messages:
-            keys += [
-                k.thread(thread_id, f"seen:{message_id}"),
-                k.thread(thread_id, "inbox"),
-                k.thread(thread_id, "sched"),
-            ]
+        messages: list[list[str]] = []
+        events: list[list[str]] = []
+        raws: list[str] = []
+        bodies: list[bytes] = []
+        for d in batch:
+            for thread_id, message_id, body in d.messages:
+                keys += [
+                    k.thread(thread_id, f"seen:{message_id}"),
+                    k.thread(thread_id, "inbox"),
+                    k.thread(thread_id, "sched"),
+                ]
+                messages.append([body, thread_id])
+            events += [[e.type, t, sid, _json(e.data)] for t, sid, e in d.events]
+            if d.raw is not None:
+                raws.append(d.raw[0])
+                bodies.append(d.raw[1])
         payload = {
             "ttl": self.dedupe_ttl,
             "raw_maxlen": self.raw_maxlen,
             "events_maxlen": self.events_maxlen,
             "at": utc_now_iso(),
-            "raw_meta": raw[0] if raw else None,
-            "messages": [[body, thread_id] for thread_id, _id, body in messages],
-            "events": [[e.type, t, sid, _json(e.data)] for t, sid, e in events],
+            "raws": raws,
+            "messages": messages,
+            "events": events,
         }
-        new = await self._ingest(keys=keys, args=[_json(payload), raw[1] if raw else b""])
+        new = await self._ingest(keys=keys, args=[_json(payload), *bodies])
         # cjson turns an empty array into an empty object: both mean "no messages"
         return [bool(x) for x in new] if isinstance(new, list) else []
 

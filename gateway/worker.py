@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import structlog
+from redis.exceptions import ResponseError
 
 from channels import InboundMessage, Sender, SendError
 from gateway.metrics import Metrics
@@ -68,15 +69,23 @@ class Worker:
         """Consume until ``stop()``; survives Redis outages (waits and retries)."""
         self.running = True
         last_claim = 0.0
+        group_ready = False
         try:
             while not self._stopping.is_set():
                 try:
-                    await self.store.ensure_group()
+                    if not group_ready:
+                        await self.store.ensure_group()
+                        group_ready = True
                     if time.monotonic() - last_claim > self.claim_idle_ms / 3000:
                         last_claim = time.monotonic()
                         await self._claim_abandoned()
                     await self._read_new()
+                except ResponseError as exc:
+                    if "NOGROUP" not in str(exc):
+                        raise
+                    group_ready = False  # the stream was deleted (FLUSHALL, a new Redis)
                 except StoreDown as exc:
+                    group_ready = False
                     log.warning("worker.redis_unavailable", error=str(exc))
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(self._stopping.wait(), 1.0)

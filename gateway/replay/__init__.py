@@ -7,8 +7,21 @@ replies. ``mel-gateway replay …`` is its command line (``gateway.replay.cli``)
 guide and the export format are in ``docs/replay.md``.
 """
 
-from gateway.replay.cli import CONFIRM_ABOVE, add_replay_parser, arun_replay, run_replay
-from gateway.replay.diff import Comparison, ReplyTracker, compare, original_replies
+from gateway.replay.cli import (
+    CONFIRM_ABOVE,
+    LIST_LIMIT,
+    add_replay_parser,
+    arun_replay,
+    run_replay,
+)
+from gateway.replay.diff import (
+    Comparison,
+    DiffReport,
+    ReplyTracker,
+    compare,
+    original_replies,
+    replay_and_compare,
+)
 from gateway.replay.filters import Filters, StatusFilter, parse_speed, parse_status, parse_when
 from gateway.replay.records import (
     EXPORT_FORMAT,
@@ -21,12 +34,14 @@ from gateway.replay.records import (
 )
 from gateway.replay.redact import Redactor
 from gateway.replay.resign import FreshIds, Prepared, Secrets, prepare, target_url
-from gateway.replay.sender import Outcome, SendOptions, SendReport, send_all
+from gateway.replay.sender import Outcome, SendOptions, SendReport, run_send, send_all
 
 __all__ = [
     "CONFIRM_ABOVE",
     "EXPORT_FORMAT",
+    "LIST_LIMIT",
     "Comparison",
+    "DiffReport",
     "ExportLineError",
     "Filters",
     "FreshIds",
@@ -51,7 +66,9 @@ __all__ = [
     "parse_when",
     "prepare",
     "read_export",
+    "replay_and_compare",
     "run_replay",
+    "run_send",
     "send_all",
     "target_url",
 ]

@@ -14,7 +14,7 @@ import os
 import re
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TextIO
@@ -22,17 +22,10 @@ from typing import Any, TextIO
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
-from channels import mask_number
 from gateway.redis_server import EmbeddedRedis
-from gateway.replay.diff import (
-    Comparison,
-    ReplyTracker,
-    compare,
-    last_event_id,
-    original_replies,
-    wait_for_replies,
-)
+from gateway.replay.diff import history_warnings, original_replies, replay_and_compare
 from gateway.replay.filters import Filters, parse_speed, parse_status, parse_when
+from gateway.replay.output import Console, Progress
 from gateway.replay.records import (
     ExportLineError,
     RawDelivery,
@@ -41,11 +34,10 @@ from gateway.replay.records import (
     export_line,
     read_export,
     select_from_export,
-    twilio_params,
 )
 from gateway.replay.redact import Redactor
-from gateway.replay.resign import FreshIds, Prepared, Secrets, prepare
-from gateway.replay.sender import Outcome, SendOptions, SendReport, send_all
+from gateway.replay.resign import FreshIds, Secrets, prepare
+from gateway.replay.sender import SendOptions, run_send
 from gateway.settings import Settings
 from gateway.store import Keys
 
@@ -212,7 +204,9 @@ def add_replay_parser(subparsers: Any) -> argparse.ArgumentParser:
     send.add_argument(
         "--fresh-ids", action="store_true", help="new MessageSid / wamid, so nothing is a duplicate"
     )
-    send.add_argument("--speed", type=_speed, help="keep the original pacing: 1x, 10x, …")
+    send.add_argument(
+        "--speed", type=_speed, metavar="1x|10x", help="keep the original pacing, or faster"
+    )
     send.add_argument("--dry-run", action="store_true", help="print what would be sent")
 
     diff = sub.add_parser(
@@ -234,19 +228,6 @@ def add_replay_parser(subparsers: Any) -> argparse.ArgumentParser:
 # --- running -------------------------------------------------------------------------
 
 
-@dataclass
-class _IO:
-    out: TextIO
-    err: TextIO
-    stdin: TextIO | None
-
-    def say(self, text: str = "") -> None:
-        print(text, file=self.out)
-
-    def warn(self, text: str) -> None:
-        print(f"mel-gateway replay: {text}", file=self.err)
-
-
 def run_replay(args: argparse.Namespace, settings: Settings) -> int:
     """Run ``mel-gateway replay …``; the exit status."""
     return asyncio.run(arun_replay(args, settings))
@@ -261,7 +242,9 @@ async def arun_replay(
     stdin: TextIO | None = None,
 ) -> int:
     """``run_replay`` for a running event loop (tests, embedding)."""
-    io = _IO(stdout or sys.stdout, stderr or sys.stderr, stdin if stdin is not None else sys.stdin)
+    io = Console(
+        stdout or sys.stdout, stderr or sys.stderr, stdin if stdin is not None else sys.stdin
+    )
     commands = {"list": _list, "show": _show, "export": _export, "send": _send, "diff": _diff}
     async with _Sources(args, settings) as sources:
         try:
@@ -363,31 +346,7 @@ def _read_file(path: Path) -> list[RawDelivery | ExportLineError]:
 # --- list / show ---------------------------------------------------------------------
 
 
-def _user(d: RawDelivery) -> str:
-    users = [t.rsplit(":", 1)[-1] for t in d.threads]
-    if not users:
-        return "-"
-    shown = mask_number(users[0])
-    return shown + (f" +{len(users) - 1}" if len(users) > 1 else "")
-
-
-def _local(d: RawDelivery) -> str:
-    return d.when.astimezone().strftime("%Y-%m-%d %H:%M:%S")
-
-
-def _table(rows: Sequence[Sequence[str]], out: _IO) -> None:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
-    for row in rows:
-        cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
-        out.say("  ".join([*cells, row[-1]]).rstrip())
-
-
-def _tz_note() -> str:
-    offset = datetime.now().astimezone().strftime("%z")
-    return f"times are local (UTC{offset[:3]}:{offset[3:]})"
-
-
-async def _list(args: argparse.Namespace, _s: Settings, sources: _Sources, io: _IO) -> int:
+async def _list(args: argparse.Namespace, _s: Settings, sources: _Sources, io: Console) -> int:
     if args.limit is None and not args.all:
         args.limit = LIST_LIMIT
     filters = _filters(args)
@@ -395,29 +354,18 @@ async def _list(args: argparse.Namespace, _s: Settings, sources: _Sources, io: _
     for problem in problems:
         io.warn(problem)
     if args.json:
-        io.say(json.dumps([d.summary() for d in deliveries], ensure_ascii=False, indent=2))
-        return 0
-    if not deliveries:
+        io.json([d.summary() for d in deliveries])
+    elif not deliveries:
         io.say(f"no delivery matches ({filters.describe()})")
-        return 0
-    rows = [("ID", "RECEIVED", "PROVIDER", "USER", "STATUS", "PREVIEW")]
-    rows += [
-        (d.id, _local(d), d.provider, _user(d), str(d.status), d.preview()) for d in deliveries
-    ]
-    _table(rows, io)
-    more = (
-        " (the most recent matches: --limit N or --all for more)"
-        if (filters.limit and len(deliveries) >= filters.limit)
-        else ""
-    )
-    io.say(f"{len(deliveries)} deliver{'y' if len(deliveries) == 1 else 'ies'}{more}; {_tz_note()}")
+    else:
+        capped = filters.limit is not None and len(deliveries) >= filters.limit
+        io.deliveries(deliveries, capped=capped)
     return 0
 
 
-async def _show(args: argparse.Namespace, _s: Settings, sources: _Sources, io: _IO) -> int:
-    log = await sources.raw_log()
+async def _show(args: argparse.Namespace, _s: Settings, sources: _Sources, io: Console) -> int:
     try:
-        d = await log.get(args.id)
+        d = await (await sources.raw_log()).get(args.id)
     except RecordError as exc:
         io.warn(str(exc))
         return 1
@@ -426,45 +374,16 @@ async def _show(args: argparse.Namespace, _s: Settings, sources: _Sources, io: _
         return 1
     replies = await original_replies(await sources.source(), sources.prefix, [d])
     if args.json:
-        data = json.loads(export_line(_with_replies(d, replies)))
-        io.say(json.dumps(data, ensure_ascii=False, indent=2))
-        return 0
-    elapsed = f" in {d.elapsed_ms:g} ms" if d.elapsed_ms is not None else ""
-    io.say(f"delivery   {d.id}")
-    io.say(f"received   {d.received_at}  ({_local(d)} local)")
-    io.say(f"request    {d.method} {d.path}{'?' + d.query if d.query else ''}  ({d.provider})")
-    io.say(f"answered   {d.status}{elapsed}{'  ' + d.error if d.error else ''}")
-    io.say(f"threads    {', '.join(d.threads) or '-'}")
-    io.say(f"messages   {', '.join(d.messages) or '-'}")
-    io.say("headers")
-    for name, value in sorted(d.headers.items()):
-        io.say(f"  {name}: {value}")
-    io.say("body")
-    for line in _body_lines(d):
-        io.say("  " + line)
-    if d.messages:
-        io.say("replies sent")
-        for mid in d.messages:
-            text = replies.get(mid)
-            io.say(f"  {mid}: " + (json.dumps(text, ensure_ascii=False) if text else "(none)"))
+        io.json(json.loads(export_line(_with_replies(d, replies))))
+    else:
+        io.delivery(d, replies)
     return 0
-
-
-def _body_lines(d: RawDelivery) -> list[str]:
-    if d.provider == "twilio" and d.body_text is not None:
-        return [f"{k} = {v}" for k, v in twilio_params(d.body)] or ["(empty)"]
-    if d.body_text is None:
-        return [f"({len(d.body)} bytes, not UTF-8: see --json for base64)"]
-    try:
-        return json.dumps(json.loads(d.body_text), ensure_ascii=False, indent=2).splitlines()
-    except ValueError:
-        return d.body_text.splitlines() or ["(empty)"]
 
 
 # --- export --------------------------------------------------------------------------
 
 
-async def _export(args: argparse.Namespace, _s: Settings, sources: _Sources, io: _IO) -> int:
+async def _export(args: argparse.Namespace, _s: Settings, sources: _Sources, io: Console) -> int:
     filters = _filters(args)
     deliveries, problems = await _select(args, sources, filters)
     for problem in problems:
@@ -482,7 +401,7 @@ async def _export(args: argparse.Namespace, _s: Settings, sources: _Sources, io:
     if args.output == "-":
         io.out.writelines(lines)
     else:
-        _write_atomically(Path(args.output), lines)
+        await asyncio.to_thread(_write_privately, Path(args.output), lines)
     where = "stdout" if args.output == "-" else args.output
     redacted = " (redacted)" if args.redact else ""
     skipped = f"; {len(problems)} skipped" if problems else ""
@@ -500,11 +419,12 @@ def _with_replies(d: RawDelivery, replies: dict[str, str | None]) -> RawDelivery
     )
 
 
-def _write_atomically(path: Path, lines: Sequence[str]) -> None:
+def _write_privately(path: Path, lines: Sequence[str]) -> None:
+    """Write through a temporary file (mode 0600: bodies hold personal data), then rename."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with tmp.open("w", encoding="utf-8") as fh:
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
         fh.writelines(lines)
-    os.chmod(tmp, 0o600)  # bodies hold personal data
     tmp.replace(path)
 
 
@@ -520,73 +440,30 @@ def _secrets(args: argparse.Namespace, settings: Settings) -> Secrets:
     return Secrets(twilio, args.meta_app_secret or settings.meta_app_secret)
 
 
-def _signature_notes(prepared: Sequence[Prepared], io: _IO) -> None:
-    for provider, flag in (("twilio", "--twilio-auth-token"), ("meta", "--meta-app-secret")):
-        kept = sum(
-            1 for p in prepared if p.signature == "original" and p.original.provider == provider
-        )
-        if kept:
-            io.warn(
-                f"no {provider} secret for the target: {kept} deliver"
-                f"{'y keeps its' if kept == 1 else 'ies keep their'} original signature, "
-                f"which the target accepts only with the same secret (and, for twilio, the "
-                f"same URL); pass {flag} to re-sign"
-            )
-    for p in prepared:
-        if p.problem:
-            io.warn(f"{p.original.id}: {p.problem}")
-
-
-def _confirm(count: int, target: str, verb: str, args: argparse.Namespace, io: _IO) -> bool:
+def _confirmed(count: int, target: str, verb: str, args: argparse.Namespace, io: Console) -> bool:
     if count <= CONFIRM_ABOVE or args.yes:
         return True
-    stdin = io.stdin
-    if stdin is None or not stdin.isatty():
+    answer = io.ask(f"{verb.capitalize()} {count} deliveries to {target}?")
+    if answer is None:
         io.warn(
             f"refusing to {verb} {count} deliveries to {target} without confirmation: "
             "no terminal to ask on; pass --yes"
         )
-        return False
-    print(f"{verb.capitalize()} {count} deliveries to {target}? [y/N] ", end="", file=io.err)
-    io.err.flush()
-    answer = stdin.readline().strip().lower()
-    return answer in ("y", "yes", "s", "sim")
+    return bool(answer)
 
 
-class _Progress:
-    """A one-line progress bar on a terminal (stderr); silent otherwise."""
-
-    def __init__(self, total: int, stream: TextIO) -> None:
-        self.total = total
-        self.stream = stream
-        self.enabled = total > 0 and stream.isatty()
-        self.done = 0
-        self.bad = 0
-
-    def __call__(self, outcome: Outcome) -> None:
-        self.done += 1
-        self.bad += 0 if outcome.ok else 1
-        if self.enabled:
-            width = 30
-            filled = int(width * self.done / self.total)
-            bar = "#" * filled + "." * (width - filled)
-            failed = f"  {self.bad} failed" if self.bad else ""
-            self.stream.write(f"\r[{bar}] {self.done}/{self.total}{failed}")
-            self.stream.flush()
-
-    def close(self) -> None:
-        if self.enabled:
-            self.stream.write("\n")
-            self.stream.flush()
+def _options(args: argparse.Namespace) -> SendOptions:
+    return SendOptions(
+        concurrency=args.concurrency,
+        rate=args.rate,
+        speed=getattr(args, "speed", None),
+        timeout=args.timeout,
+    )
 
 
-def _plan_line(p: Prepared) -> str:
-    d = p.original
-    status = f"skip: {p.problem}" if p.problem else f"signature {p.signature}"
-    return f"{d.id}  {d.provider:<6}  {_user(d):<16}  POST {p.url}  ({status})  {d.preview(40)}"
-
-
-async def _send(args: argparse.Namespace, settings: Settings, sources: _Sources, io: _IO) -> int:
+async def _send(
+    args: argparse.Namespace, settings: Settings, sources: _Sources, io: Console
+) -> int:
     filters = _filters(args)
     deliveries, problems = await _select(args, sources, filters)
     for problem in problems:
@@ -595,100 +472,30 @@ async def _send(args: argparse.Namespace, settings: Settings, sources: _Sources,
         io.warn(f"no delivery matches ({filters.describe()}): nothing sent")
         return 1
     fresh = FreshIds() if args.fresh_ids else None
-    prepared = [prepare(d, args.to, _secrets(args, settings), fresh) for d in deliveries]
-    _signature_notes(prepared, io)
+    keys = _secrets(args, settings)
+    prepared = [prepare(d, args.to, keys, fresh) for d in deliveries]
+    io.signature_notes(prepared)
     sendable = sum(1 for p in prepared if p.problem is None)
     if args.dry_run:
-        for p in prepared:
-            io.say(_plan_line(p))
-        skipped = len(prepared) - sendable + len(problems)
-        io.say(
-            f"dry run: {sendable} deliveries would be sent to {args.to}"
-            + (f", {skipped} skipped" if skipped else "")
-            + "; nothing was sent"
-        )
+        io.plan(prepared, args.to, len(prepared) - sendable + len(problems))
         return 0
-    if not _confirm(sendable, args.to, "send", args, io):
+    if not _confirmed(sendable, args.to, "send", args, io):
         return 2
-    report = await _run_send(prepared, problems, args, io)
-    _print_report(report, args, io)
-    return 0 if report.failed == 0 else 1
-
-
-async def _run_send(
-    prepared: Sequence[Prepared], problems: list[str], args: argparse.Namespace, io: _IO
-) -> SendReport:
-    options = SendOptions(
-        concurrency=args.concurrency,
-        rate=args.rate,
-        speed=getattr(args, "speed", None),
-        timeout=args.timeout,
-    )
-    progress = _Progress(len(prepared), io.err)
-    loop = asyncio.get_running_loop()
-    started = loop.time()
+    progress = Progress(len(prepared), io.err)
     try:
-        outcomes = await send_all(prepared, options, on_done=progress)
+        report = await run_send(prepared, problems, _options(args), on_done=progress)
     finally:
         progress.close()
-    return SendReport(
-        planned=len(prepared) + len(problems),
-        outcomes=outcomes,
-        problems=problems,
-        elapsed_s=loop.time() - started,
-    )
-
-
-def _ms(value: float | None) -> str:
-    return "-" if value is None else f"{value:g} ms"
-
-
-def _print_report(report: SendReport, args: argparse.Namespace, io: _IO) -> None:
-    if args.json:
-        io.say(json.dumps({"send": report.as_json()}, ensure_ascii=False, indent=2))
-        return
-    _send_summary(report, args.to, io)
-
-
-def _send_summary(report: SendReport, target: str, io: _IO) -> None:
-    rows: list[tuple[str, str]] = [("sent", f"{report.sent} of {report.planned} to {target}")]
-    rows += [(f"  {klass}", str(n)) for klass, n in report.by_status.items()]
-    rows.append(("errors", f"{report.errors} (no answer: refused, timed out, …)"))
-    rows.append(("skipped", f"{report.skipped} (not sent)"))
-    if report.original_signatures:
-        rows.append(("original sig.", str(report.original_signatures)))
-    rows.append(("latency", f"p50 {_ms(report.latency(50))} · p99 {_ms(report.latency(99))}"))
-    rows.append(("elapsed", f"{report.elapsed_s:.1f} s"))
-    for name, value in rows:
-        io.say(f"{name:<14}{value}")
-    failures = report.as_json()["problems"]
-    if failures:
-        io.say("problems:")
-        for line in failures:
-            io.say(f"  {line}")
+    io.send_report(report, args.to, as_json=args.json)
+    return 0 if report.failed == 0 else 1
 
 
 # --- diff ----------------------------------------------------------------------------
 
 
-@dataclass
-class _DiffReport:
-    send: SendReport
-    comparisons: list[Comparison] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-
-    def counts(self) -> dict[str, int]:
-        counts = dict.fromkeys(("identical", "changed", "missing", "new"), 0)
-        for c in self.comparisons:
-            counts[c.result] += 1
-        return counts
-
-    @property
-    def differs(self) -> bool:
-        return any(c.result != "identical" for c in self.comparisons)
-
-
-async def _diff(args: argparse.Namespace, settings: Settings, sources: _Sources, io: _IO) -> int:
+async def _diff(
+    args: argparse.Namespace, settings: Settings, sources: _Sources, io: Console
+) -> int:
     filters = _filters(args, only_messages=True)
     deliveries, problems = await _select(args, sources, filters)
     for problem in problems:
@@ -701,128 +508,33 @@ async def _diff(args: argparse.Namespace, settings: Settings, sources: _Sources,
     originals = await original_replies(source, sources.prefix, deliveries)
     target_prefix = args.target_prefix or settings.mel_redis_prefix
     target = await sources.client(args.target_redis or args.redis or settings.redis_url)
-    report = _DiffReport(SendReport())
-    report.warnings = await _history_warnings(target, target_prefix, deliveries)
-    for warning in report.warnings:
+    warnings = await history_warnings(target, target_prefix, deliveries)
+    for warning in warnings:
         io.warn(warning)
-    marker = await last_event_id(target, target_prefix)
     fresh = FreshIds()
-    prepared = [prepare(d, args.to, _secrets(args, settings), fresh) for d in deliveries]
-    _signature_notes(prepared, io)
-    if not _confirm(sum(1 for p in prepared if p.problem is None), args.to, "replay", args, io):
+    keys = _secrets(args, settings)
+    prepared = [prepare(d, args.to, keys, fresh) for d in deliveries]
+    io.signature_notes(prepared)
+    if not _confirmed(sum(1 for p in prepared if p.problem is None), args.to, "replay", args, io):
         return 2
-    report.send = await _run_send(prepared, problems, args, io)
-    by_delivery = {o.prepared.original.id: o for o in report.send.outcomes}
-    accepted = [
-        fresh.known(m) for o in report.send.outcomes if o.ok for m in o.prepared.original.messages
-    ]
-    tracker = ReplyTracker(set(accepted))
-    await wait_for_replies(
-        target, target_prefix, tracker, marker, timeout=args.wait, expected=accepted
-    )
-    for d in deliveries:
-        outcome = by_delivery.get(d.id)
-        for index, mid in enumerate(d.messages):
-            report.comparisons.append(
-                _compare_one(d, index, mid, fresh, outcome, tracker, originals, args.wait)
-            )
-    _print_diff(report, args, target_prefix, io)
+    progress = Progress(len(prepared), io.err)
+    try:
+        report = await replay_and_compare(
+            prepared,
+            fresh,
+            originals,
+            target=target,
+            target_prefix=target_prefix,
+            options=_options(args),
+            wait=args.wait,
+            problems=problems,
+            on_done=progress,
+        )
+    finally:
+        progress.close()
+    report.warnings = warnings
+    io.diff_report(report, args.to, target_prefix, as_json=args.json)
     return 1 if report.differs or report.send.failed else 0
-
-
-async def _history_warnings(
-    target: aioredis.Redis, prefix: str, deliveries: Sequence[RawDelivery]
-) -> list[str]:
-    keys = Keys(prefix)
-    threads = list(dict.fromkeys(t for d in deliveries for t in d.threads))
-    warnings = []
-    for thread in threads:
-        if await target.exists(keys.thread(thread, "history")):
-            warnings.append(
-                f"thread {_mask_thread(thread)} already has a history in the target "
-                f"(prefix {prefix}): its replies may differ for that reason alone; "
-                "diff against a fresh prefix or database"
-            )
-    return warnings
-
-
-def _mask_thread(thread: str) -> str:
-    channel, _, rest = thread.partition(":")
-    _business, _, user = rest.partition(":")
-    return f"{channel}:{mask_number(user)}" if user else thread
-
-
-def _compare_one(
-    d: RawDelivery,
-    index: int,
-    mid: str,
-    fresh: FreshIds,
-    outcome: Outcome | None,
-    tracker: ReplyTracker,
-    originals: dict[str, str | None],
-    wait: float,
-) -> Comparison:
-    new_id = fresh.known(mid)
-    original = originals.get(mid)
-    note = ""
-    target: str | None = None
-    if outcome is None or not outcome.ok:
-        why = "not sent" if outcome is None else (outcome.error or f"HTTP {outcome.status}")
-        note = f"not replayed: {why}"
-    else:
-        target = tracker.reply(new_id)
-        if not tracker.resolved(new_id):
-            note = f"no reply within {wait:g}s"
-        elif tracker.outcome(new_id) == "error" and target != original:
-            note = (
-                "the target's turn failed: with a replay cassette, a model request that "
-                "was not recorded (the conversation took another path earlier, or the "
-                "prompt or tools changed)"
-            )
-    result, diff_text = compare(original, target)
-    thread = d.threads[min(index, len(d.threads) - 1)] if d.threads else ""
-    text = d.texts[index] if index < len(d.texts) else ""
-    return Comparison(mid, new_id, d.id, thread, text, result, original, target, diff_text, note)
-
-
-def _print_diff(report: _DiffReport, args: argparse.Namespace, prefix: str, io: _IO) -> None:
-    counts = report.counts()
-    if args.json:
-        data = {
-            "summary": counts,
-            "target": {"url": args.to, "prefix": prefix},
-            "messages": [c.as_json() for c in report.comparisons],
-            "send": report.send.as_json(),
-            "warnings": report.warnings,
-        }
-        io.say(json.dumps(data, ensure_ascii=False, indent=2))
-        return
-    io.say(f"replayed {len(report.comparisons)} messages to {args.to} (target prefix {prefix})")
-    for name, n in counts.items():
-        io.say(f"  {name:<10}{n}")
-    for c in report.comparisons:
-        if c.result == "identical":
-            continue
-        user = _mask_thread(c.thread_id) if c.thread_id else "-"
-        said = c.user_text if len(c.user_text) <= 60 else c.user_text[:59] + "…"
-        io.say("")
-        io.say(f"{c.result.upper()}  {user}  delivery {c.delivery_id}  message {c.message_id}")
-        io.say(f"  user:     {said}")
-        if c.note:
-            io.say(f"  note:     {c.note}")
-        if c.result == "changed":
-            for line in c.diff.splitlines():
-                io.say("  " + line)
-        else:
-            io.say(f"  original: {_quoted(c.original)}")
-            io.say(f"  target:   {_quoted(c.target)}")
-    if report.send.failed:
-        io.say("")
-        _send_summary(report.send, args.to, io)
-
-
-def _quoted(text: str | None) -> str:
-    return "(no reply)" if text is None else json.dumps(text, ensure_ascii=False)
 
 
 # --- helpers for tests and python -m -------------------------------------------------

@@ -1,5 +1,8 @@
 """``diff``: what a target gateway answers to recorded traffic, against what was answered.
 
+:func:`replay_and_compare` sends prepared deliveries (with fresh ids) to the target, waits
+for its replies and compares each inbound message's reply with the original one.
+
 Replies are read from the event log (``{prefix}:events``): ``message.sent`` carries the
 text sent and ``in_reply_to``, the inbound provider message id it answers.
 ``agent.replied`` / ``agent.failed`` say a reply was decided (its text is used when the
@@ -13,11 +16,13 @@ from __future__ import annotations
 
 import asyncio
 import difflib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from gateway.replay.records import RawDelivery
+from gateway.replay.records import RawDelivery, mask_thread
+from gateway.replay.resign import FreshIds, Prepared
+from gateway.replay.sender import Outcome, SendOptions, SendReport, run_send
 from gateway.store import Keys, envelope
 
 if TYPE_CHECKING:
@@ -25,11 +30,15 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Comparison",
+    "DiffReport",
     "ReplyTracker",
     "compare",
+    "compare_message",
+    "history_warnings",
     "last_event_id",
     "original_replies",
     "read_replies",
+    "replay_and_compare",
     "wait_for_replies",
 ]
 
@@ -232,3 +241,103 @@ async def wait_for_replies(
         if all(tracker.resolved(mid) for mid in expected) or loop.time() >= deadline:
             return
         await asyncio.sleep(0.1)
+
+
+@dataclass
+class DiffReport:
+    """A diff run: how the deliveries were sent, and one comparison per inbound message."""
+
+    send: SendReport
+    comparisons: list[Comparison] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    def counts(self) -> dict[str, int]:
+        counts = dict.fromkeys(("identical", "changed", "missing", "new"), 0)
+        for c in self.comparisons:
+            counts[c.result] += 1
+        return counts
+
+    @property
+    def differs(self) -> bool:
+        return any(c.result != "identical" for c in self.comparisons)
+
+
+async def history_warnings(
+    target: aioredis.Redis, prefix: str, deliveries: Sequence[RawDelivery]
+) -> list[str]:
+    """A warning for each thread that already has a history in the target."""
+    keys = Keys(prefix)
+    warnings = []
+    for thread in dict.fromkeys(t for d in deliveries for t in d.threads):
+        if await target.exists(keys.thread(thread, "history")):
+            warnings.append(
+                f"thread {mask_thread(thread)} already has a history in the target "
+                f"(prefix {prefix}): its replies may differ for that reason alone; "
+                "diff against a fresh prefix or database"
+            )
+    return warnings
+
+
+def compare_message(
+    d: RawDelivery,
+    index: int,
+    fresh: FreshIds,
+    outcome: Outcome | None,
+    tracker: ReplyTracker,
+    originals: Mapping[str, str | None],
+    wait: float,
+) -> Comparison:
+    """The comparison for the ``index``-th inbound message of ``d``."""
+    mid = d.messages[index]
+    new_id = fresh.known(mid)
+    original = originals.get(mid)
+    note = ""
+    target: str | None = None
+    if outcome is None or not outcome.ok:
+        why = "not sent" if outcome is None else (outcome.error or f"HTTP {outcome.status}")
+        note = f"not replayed: {why}"
+    else:
+        target = tracker.reply(new_id)
+        if not tracker.resolved(new_id):
+            note = f"no reply within {wait:g}s"
+        elif tracker.outcome(new_id) == "error" and target != original:
+            note = (
+                "the target's turn failed: with a replay cassette, a model request that "
+                "was not recorded (the conversation took another path earlier, or the "
+                "prompt or tools changed)"
+            )
+    result, diff_text = compare(original, target)
+    thread = d.threads[min(index, len(d.threads) - 1)] if d.threads else ""
+    text = d.texts[index] if index < len(d.texts) else ""
+    return Comparison(mid, new_id, d.id, thread, text, result, original, target, diff_text, note)
+
+
+async def replay_and_compare(
+    prepared: Sequence[Prepared],
+    fresh: FreshIds,
+    originals: Mapping[str, str | None],
+    *,
+    target: aioredis.Redis,
+    target_prefix: str,
+    options: SendOptions,
+    wait: float,
+    problems: Sequence[str] = (),
+    on_done: Callable[[Outcome], None] | None = None,
+) -> DiffReport:
+    """Send ``prepared`` (made with ``fresh``), wait up to ``wait`` s for the target's
+    replies in its event log, and compare them with ``originals``."""
+    marker = await last_event_id(target, target_prefix)
+    report = DiffReport(await run_send(prepared, problems, options, on_done=on_done))
+    by_delivery = {o.prepared.original.id: o for o in report.send.outcomes}
+    accepted = [
+        fresh.known(m) for o in report.send.outcomes if o.ok for m in o.prepared.original.messages
+    ]
+    tracker = ReplyTracker(set(accepted))
+    await wait_for_replies(target, target_prefix, tracker, marker, timeout=wait, expected=accepted)
+    for p in prepared:
+        outcome = by_delivery.get(p.original.id)
+        for index in range(len(p.original.messages)):
+            report.comparisons.append(
+                compare_message(p.original, index, fresh, outcome, tracker, originals, wait)
+            )
+    return report

@@ -25,6 +25,7 @@ from redis.exceptions import ResponseError
 from channels import (
     MalformedPayload,
     ParsedDelivery,
+    mask_number,
     parse_meta_payload,
     parse_twilio_message,
     parse_twilio_status,
@@ -42,6 +43,7 @@ __all__ = [
     "RawLog",
     "RecordError",
     "export_line",
+    "mask_thread",
     "read_export",
     "twilio_params",
 ]
@@ -65,6 +67,13 @@ class ExportLineError:
 
     def __str__(self) -> str:
         return f"line {self.line}: {self.reason}"
+
+
+def mask_thread(thread_id: str) -> str:
+    """``twilio:+14155238886:+5511999990000`` → ``twilio:+55119****0000`` (for screens)."""
+    channel, _, rest = thread_id.partition(":")
+    _business, _, user = rest.partition(":")
+    return f"{channel}:{mask_number(user)}" if user else thread_id
 
 
 def twilio_params(body: bytes) -> list[tuple[str, str]]:

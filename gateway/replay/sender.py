@@ -23,7 +23,7 @@ from yarl import URL
 
 from gateway.replay.resign import Prepared
 
-__all__ = ["Outcome", "SendOptions", "SendReport", "send_all"]
+__all__ = ["Outcome", "SendOptions", "SendReport", "run_send", "send_all"]
 
 
 @dataclass(frozen=True)
@@ -201,6 +201,25 @@ async def send_all(
         if own:
             await http.close()
     return [o for o in outcomes if o is not None]
+
+
+async def run_send(
+    items: Sequence[Prepared],
+    problems: Sequence[str],
+    options: SendOptions,
+    *,
+    on_done: Callable[[Outcome], None] | None = None,
+) -> SendReport:
+    """``send_all`` plus the run's summary; ``problems`` are what was never prepared
+    (unreadable lines, unknown ids), counted as skipped."""
+    started = time.monotonic()
+    outcomes = await send_all(items, options, on_done=on_done)
+    return SendReport(
+        planned=len(items) + len(problems),
+        outcomes=outcomes,
+        problems=list(problems),
+        elapsed_s=time.monotonic() - started,
+    )
 
 
 async def _post(http: aiohttp.ClientSession, p: Prepared, timeout: float) -> Outcome:

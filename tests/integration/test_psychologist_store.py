@@ -26,10 +26,10 @@ from agent.psychologist import (
     Termination,
     classify_termination,
 )
-from gateway.psychologist import (
+from gateway.psychologist import Job
+from gateway.psychologist_store import (
     GROUP,
     REANALYSIS_REQUESTED,
-    Job,
     PsychologistStore,
     PsychologistUnavailable,
     SessionLog,

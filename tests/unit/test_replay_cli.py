@@ -74,7 +74,7 @@ class Terminal(io.StringIO):
 
 def test_progress_bar_only_on_a_terminal() -> None:
     from gateway.replay import Outcome, RawDelivery, Secrets, prepare
-    from gateway.replay.cli import _Progress
+    from gateway.replay.output import Progress as _Progress
 
     d = RawDelivery("1-0", "", "twilio", "POST", "/webhooks/twilio", "", {}, b"", 200)
     p = prepare(d, "http://127.0.0.1:1", Secrets())
