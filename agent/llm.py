@@ -19,8 +19,8 @@ from decimal import ROUND_CEILING, Decimal
 from typing import Any, Protocol
 
 import openai
-from openai.types.chat import ChatCompletion
 import structlog
+from openai.types.chat import ChatCompletion
 
 from agent.errors import LLMBadResponse, LLMError, LLMTimeout, LLMUnavailable
 from agent.messages import ChatMessage, ToolCallRequest

@@ -21,8 +21,10 @@ from agent import (
     OpenAICompatibleLLM,
     load_profiles,
 )
+from agent.cassette import CassetteError, CassetteLLM
 from agent.routing import SessionControl, SessionControlConfig, build_session_control
 from channels import MetaSender, OutboxSender, Sender, TwilioSender
+from gateway.errors import ConfigError
 from gateway.metrics import Metrics
 from gateway.redis_server import EmbeddedRedis
 from gateway.settings import Settings
@@ -112,7 +114,20 @@ class Components:
 
         profiles = load_profiles(s.llm_profiles_path)
         llm = OpenAICompatibleLLM(profiles, base_url=s.llm_base_url, api_key=s.llm_api_key)
-        if llm.is_configured("agent"):
+        configured = llm.is_configured("agent")
+        if s.llm_cassette and s.llm_cassette_mode:
+            inner = llm if configured or s.llm_cassette_mode == "record" else None
+            try:
+                cassette = CassetteLLM(inner, s.llm_cassette, s.llm_cassette_mode)
+            except CassetteError as exc:
+                await llm.aclose()
+                raise ConfigError(str(exc)) from None
+            log.warning("llm.cassette", mode=s.llm_cassette_mode, path=str(s.llm_cassette))
+            self.llm = MeteredLLM(cassette, self.metrics)
+            self._stack.push_async_callback(self.llm.aclose)
+            if inner is None:
+                await llm.aclose()
+        elif configured:
             self.llm = MeteredLLM(llm, self.metrics)
             self._stack.push_async_callback(self.llm.aclose)
         else:

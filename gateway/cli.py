@@ -14,6 +14,7 @@ from aiohttp import web
 
 from gateway.errors import ConfigError
 from gateway.logs import configure_logging
+from gateway.replay import add_replay_parser
 from gateway.settings import Settings, load_settings
 
 __all__ = ["main"]
@@ -73,6 +74,8 @@ def _parser() -> argparse.ArgumentParser:
     dismiss.add_argument("--by", default="cli", help="who decided (recorded)")
     dismiss.add_argument("--note", help="why (recorded)")
 
+    add_replay_parser(sub)
+
     ledger = sub.add_parser("ledger", help="household ledger tools")
     lsub = ledger.add_subparsers(dest="ledger_command", required=True)
     imp = lsub.add_parser("import", help="load expenses from a CSV file")
@@ -115,6 +118,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from gateway.chat_client import run_chat
 
             return asyncio.run(run_chat(settings, args))
+        if args.command == "replay":
+            from gateway.replay import run_replay
+
+            return run_replay(args, settings)
         if args.command == "watch":
             from gateway.watch import run_watch
 

@@ -12,6 +12,7 @@ import structlog
 
 from gateway.bootstrap import Components
 from gateway.psychologist import PsychologistWorker, psychologist_worker
+from gateway.retention import run_retention
 from gateway.sessions import SessionSweeper
 from gateway.settings import Settings
 from gateway.support_webhook import SupportWebhook
@@ -25,6 +26,7 @@ log = structlog.get_logger("gateway.services")
 class Services:
     def __init__(self, components: Components, settings: Settings) -> None:
         c = components
+        self.store = c.store
         self.settings = settings
         self.worker = Worker(
             c.store,
@@ -68,6 +70,12 @@ class Services:
             jobs["support_webhook"] = self.webhook.run()
         if self.psychologist is not None:
             jobs["psychologist"] = self.psychologist.run()
+        jobs["raw_retention"] = run_retention(
+            self.store.redis,
+            self.store.keys.raw,
+            max_count=self.settings.mel_raw_retention_count,
+            max_age_days=self.settings.mel_raw_retention_days,
+        )
         self._tasks = [asyncio.create_task(job, name=name) for name, job in jobs.items()]
 
     async def stop(self) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 from zoneinfo import ZoneInfo
 
 from pydantic import Field, ValidationError, field_validator, model_validator
@@ -94,6 +94,11 @@ class Settings(BaseSettings):
     mel_claim_idle_seconds: Seconds = 15.0
     mel_shutdown_grace_seconds: Seconds = 10.0
     mel_raw_retention_count: int = Field(100_000, gt=0)
+    mel_raw_retention_days: float = Field(30, ge=0)  # 0 = no age limit
+
+    # LLM cassettes (replay diffs): record every LLM exchange, or answer from the file
+    llm_cassette: Path | None = None
+    llm_cassette_mode: Literal["record", "replay"] | None = None
     mel_log_format: str = Field("auto", pattern="^(auto|json|console)$")
     mel_log_level: str = Field("info", pattern="^(?i)(debug|info|warning|error)$")
 
@@ -114,9 +119,11 @@ class Settings(BaseSettings):
         return None if isinstance(value, str) and not value.strip() else value
 
     @model_validator(mode="after")
-    def _webhook_needs_secret(self) -> Settings:
+    def _pairs(self) -> Settings:
         if self.support_webhook_url and not self.support_webhook_secret:
             raise ValueError("SUPPORT_WEBHOOK_URL is set: SUPPORT_WEBHOOK_SECRET must be set too")
+        if bool(self.llm_cassette) != bool(self.llm_cassette_mode):
+            raise ValueError("LLM_CASSETTE and LLM_CASSETTE_MODE (record|replay) go together")
         return self
 
     def support_available(self, now: datetime | None = None) -> bool:

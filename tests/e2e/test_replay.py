@@ -12,6 +12,7 @@ import asyncio
 import io
 import json
 from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +20,10 @@ import pytest
 
 import gateway.bootstrap as bootstrap
 from agent.cassette import CassetteLLM
-from gateway.replay import RawDelivery, export_line, read_export
+from gateway.replay import Filters, RawDelivery, RawLog, export_line, read_export
 from gateway.replay.cli import arun_replay, build_parser, run_replay
 from gateway.settings import Settings
-from guard import GUARD_RESPONSE_FRUSTRATED
+from guard import GUARD_RESPONSE_FRUSTRATED, GuardVerdict
 from tests.e2e.conftest import ACCOUNT_SID, AUTH_TOKEN, META_SECRET, Gateway
 from tests.fakes.llm import FakeLLM
 from tests.fakes.payloads import meta_text_payload
@@ -315,9 +316,12 @@ async def test_more_than_fifty_deliveries_need_a_confirmation(
 ) -> None:
     await gateway.twilio("oi", user=ANA)
     await gateway.idle()
-    [recorded] = await (await _log(gateway)).select(_everything())
+    [recorded] = await RawLog(gateway.store.redis, gateway.store.keys.raw).select(Filters())
     path = tmp_path / "many.jsonl"
-    path.write_text("".join(export_line(_renumbered(recorded, n)) + "\n" for n in range(51)))
+    ms = recorded.sort_key[0]
+    path.write_text(
+        "".join(export_line(replace(recorded, id=f"{ms}-{n}")) + "\n" for n in range(51))
+    )
     other: Gateway = await start_other()
     cli = Cli(cli_settings(gateway))
     send = ["send", "--file", str(path), "--to", other.url(""), *resign_flags(), "--fresh-ids"]
@@ -420,10 +424,7 @@ async def test_diff_is_identical_with_a_cassette_and_shows_a_changed_guard_reply
 
     # a deliberate change of a canonical reply: exactly that reply shows up
     new_reply = "Poxa, sinto muito. Me diz em poucas palavras o que tu precisa?"
-    monkeypatch.setattr(
-        "guard._guard._FRUSTRATED",
-        type(bootstrap_guard_verdict())(True, "frustrated", new_reply),
-    )
+    monkeypatch.setattr("guard._guard._FRUSTRATED", GuardVerdict(True, "frustrated", new_reply))
     changed: Gateway = await start_gateway(mel_redis_prefix="changed")
     assert await cli("diff", "--since", "10m", "--to", changed.url(""),
                      "--target-prefix", "changed", "--wait", "20") == 1  # fmt: skip
@@ -461,31 +462,3 @@ async def test_diff_from_an_export_file_needs_no_source(
     assert await cli("diff", "--file", str(path), "--to", target.url(""), "--target-prefix",
                      "local", "--wait", "20", "--json") == 0  # fmt: skip
     assert cli.json()["summary"]["identical"] == 1
-
-
-# --- helpers -------------------------------------------------------------------------
-
-
-def bootstrap_guard_verdict() -> Any:
-    from guard._guard import _FRUSTRATED
-
-    return _FRUSTRATED
-
-
-async def _log(gw: Gateway) -> Any:
-    from gateway.replay import RawLog
-
-    return RawLog(gw.store.redis, gw.store.keys.raw)
-
-
-def _everything() -> Any:
-    from gateway.replay import Filters
-
-    return Filters()
-
-
-def _renumbered(d: RawDelivery, n: int) -> RawDelivery:
-    from dataclasses import replace
-
-    ms, _, _seq = d.id.partition("-")
-    return replace(d, id=f"{ms}-{n}")
