@@ -123,6 +123,13 @@ class Endpoint:
         return f"Endpoint(base_url={self.base_url!r}, api_key=***)"
 
 
+# A smaller pool than the SDK's 1000: httpx checks every pooled connection on each
+# request, and a gateway talks to one or two endpoints with bounded concurrency.
+_POOL_LIMITS = type(openai.DEFAULT_CONNECTION_LIMITS)(
+    max_connections=64, max_keepalive_connections=16, keepalive_expiry=30.0
+)
+
+
 class OpenAICompatibleLLM:
     """:class:`LLMClient` over the openai SDK, one ``AsyncOpenAI`` per distinct endpoint.
 
@@ -183,7 +190,10 @@ class OpenAICompatibleLLM:
         client = self._clients.get(key)
         if client is None:
             client = openai.AsyncOpenAI(
-                base_url=endpoint.base_url, api_key=endpoint.api_key, max_retries=0
+                base_url=endpoint.base_url,
+                api_key=endpoint.api_key,
+                max_retries=0,
+                http_client=openai.DefaultAsyncHttpxClient(limits=_POOL_LIMITS),
             )
             self._clients[key] = client
         return client

@@ -17,10 +17,12 @@ import uuid
 from collections.abc import AsyncIterator
 
 import aiohttp
+import redis.asyncio as aioredis
 from aiohttp import web
 
 from channels import compute_twilio_signature
 from gateway.bootstrap import dev_twilio_token
+from gateway.redis_server import EmbeddedRedis
 from gateway.settings import Settings
 from gateway.store import Store
 
@@ -55,10 +57,13 @@ async def _local_gateway(settings: Settings) -> AsyncIterator[Store]:
 
 @contextlib.asynccontextmanager
 async def _remote_store(settings: Settings) -> AsyncIterator[Store]:
-    from gateway.bootstrap import Components
-
-    async with Components(settings) as c:
-        yield c.store
+    """The running gateway's Redis (its embedded one is reused, not started twice)."""
+    url = settings.redis_url or EmbeddedRedis(settings.mel_data_dir).start()
+    client: aioredis.Redis = aioredis.from_url(url)
+    try:
+        yield Store(client, settings.mel_redis_prefix)
+    finally:
+        await client.aclose()
 
 
 async def run_chat(settings: Settings, args: argparse.Namespace) -> int:
