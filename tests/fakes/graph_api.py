@@ -20,15 +20,14 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
-from types import TracebackType
-from typing import Any, Literal, Self
+from typing import Any, Literal
 
 import aiohttp
 from aiohttp import web
 
+from tests.fakes._server import LoopbackServer
 from tests.fakes.payloads import (
     BUSINESS_NUMBER,
     META_PHONE_NUMBER_ID,
@@ -88,7 +87,7 @@ class _Failure:
     after: int = 0  # requests to let through first
 
 
-class FakeGraphAPI:
+class FakeGraphAPI(LoopbackServer):
     """The WhatsApp ``messages`` edge of the Graph API, recording what it receives."""
 
     def __init__(
@@ -98,56 +97,18 @@ class FakeGraphAPI:
         *,
         delay: float = 0.0,
     ) -> None:
+        super().__init__()
         self.access_token = access_token
         self.phone_number_id = phone_number_id
         self.delay = delay  # seconds to wait before answering each request
         self.messages: list[dict[str, Any]] = []  # accepted sends: the JSON body + "id"
         self.read_receipts: list[dict[str, Any]] = []  # accepted "status": "read" bodies
         self.requests: list[dict[str, Any]] = []  # every request, answered how
-        self.base_url = ""
         self._failures: list[_Failure] = []
         self._changed = asyncio.Condition()
-        self._runner: web.AppRunner | None = None
 
-    # ------------------------------------------------------------------ lifecycle
-
-    @classmethod
-    @asynccontextmanager
-    async def running(cls, *args: Any, **kwargs: Any) -> AsyncIterator[FakeGraphAPI]:
-        """Start on 127.0.0.1 (a free port), yield, stop."""
-        fake = cls(*args, **kwargs)
-        await fake.start()
-        try:
-            yield fake
-        finally:
-            await fake.stop()
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.stop()
-
-    async def start(self) -> None:
-        app = web.Application()
+    def routes(self, app: web.Application) -> None:
         app.router.add_post("/{version}/{phone_number_id}/messages", self._messages)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        host, port = self._runner.addresses[0][:2]
-        self.base_url = f"http://{host}:{port}"
-
-    async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
 
     # ------------------------------------------------------------------ scripting
 

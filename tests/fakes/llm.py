@@ -30,13 +30,14 @@ import json
 import secrets
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
-from contextlib import asynccontextmanager, suppress
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from contextlib import suppress
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import Any, Self
 
 from aiohttp import web
+
+from tests.fakes._server import LoopbackServer
 
 __all__ = [
     "DEFAULT_REPLY",
@@ -226,7 +227,7 @@ def _tokens(text: str) -> int:
     return max(1, (len(text) + 3) // 4)
 
 
-class FakeLLM:
+class FakeLLM(LoopbackServer):
     """The chat-completions endpoint of an OpenAI-compatible API, recording every call."""
 
     def __init__(
@@ -244,64 +245,34 @@ class FakeLLM:
         self.delay = delay  # seconds before every answer
         self.latency_by_model = dict(latency_by_model or {})
         self.validate = validate
+        super().__init__()
         self.host = host
         self.requests: list[RecordedCall] = []
         # model name → responder, used before the script: e.g. a router model that always
         # answers its JSON while the script drives the agent's model
         self.by_model: dict[str, Responder] = {}
         self.root_url = ""
-        self.base_url = ""  # ".../v1", what AsyncOpenAI(base_url=...) wants
         self._script: deque[Scripted] = deque()
         self._changed = asyncio.Condition()
         self._closing = asyncio.Event()
-        self._runner: web.AppRunner | None = None
 
-    # ------------------------------------------------------------------ lifecycle
-
-    @classmethod
-    @asynccontextmanager
-    async def running(cls, *args: Any, **kwargs: Any) -> AsyncIterator[FakeLLM]:
-        """Start on 127.0.0.1 (a free port), yield, stop."""
-        fake = cls(*args, **kwargs)
-        await fake.start()
-        try:
-            yield fake
-        finally:
-            await fake.stop()
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.stop()
-
-    async def start(self) -> None:
-        app = web.Application()
+    def routes(self, app: web.Application) -> None:
         for prefix in ("/v1", ""):
             app.router.add_post(f"{prefix}/chat/completions", self._complete)
             app.router.add_get(f"{prefix}/models", self._models)
+
+    def runner_options(self) -> dict[str, Any]:
         # handler_cancellation: a client that gives up (timeout) cancels the hanging handler.
-        self._runner = web.AppRunner(
-            app, access_log=None, handler_cancellation=True, shutdown_timeout=1.0
-        )
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, 0)
-        await site.start()
-        host, port = self._runner.addresses[0][:2]
-        self.root_url = f"http://{host}:{port}"
-        self.base_url = f"{self.root_url}/v1"
+        return {"access_log": None, "handler_cancellation": True, "shutdown_timeout": 1.0}
+
+    async def start(self) -> None:
+        await super().start()
+        self.root_url = self.base_url
+        self.base_url = f"{self.root_url}/v1"  # what AsyncOpenAI(base_url=...) wants
 
     async def stop(self) -> None:
         self._closing.set()
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        await super().stop()
 
     # ------------------------------------------------------------------ scripting
 

@@ -23,17 +23,16 @@ import binascii
 import secrets
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import format_datetime
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 import aiohttp
 from aiohttp import web
 
+from tests.fakes._server import LoopbackServer
 from tests.fakes.payloads import TWILIO_ACCOUNT_SID, sign_twilio, twilio_status_params
 
 __all__ = ["FAKE_TWILIO_AUTH_TOKEN", "FakeTwilioAPI", "twilio_error"]
@@ -72,7 +71,7 @@ class _Failure:
     after: int = 0  # requests to let through first
 
 
-class FakeTwilioAPI:
+class FakeTwilioAPI(LoopbackServer):
     """The Messages resource of Twilio's REST API, recording what it receives."""
 
     def __init__(
@@ -82,56 +81,18 @@ class FakeTwilioAPI:
         *,
         delay: float = 0.0,
     ) -> None:
+        super().__init__()
         self.account_sid = account_sid
         self.auth_token = auth_token
         self.delay = delay  # seconds to wait before answering each request
         self.messages: list[dict[str, Any]] = []  # accepted: the form fields + "sid"
         self.arrivals: list[float] = []  # time.perf_counter() of each accepted message
         self.requests: list[dict[str, Any]] = []  # every request, answered how
-        self.base_url = ""
         self._failures: deque[_Failure] = deque()
         self._changed = asyncio.Condition()
-        self._runner: web.AppRunner | None = None
 
-    # ------------------------------------------------------------------ lifecycle
-
-    @classmethod
-    @asynccontextmanager
-    async def running(cls, *args: Any, **kwargs: Any) -> AsyncIterator[FakeTwilioAPI]:
-        """Start on 127.0.0.1 (a free port), yield, stop."""
-        fake = cls(*args, **kwargs)
-        await fake.start()
-        try:
-            yield fake
-        finally:
-            await fake.stop()
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.stop()
-
-    async def start(self) -> None:
-        app = web.Application()
+    def routes(self, app: web.Application) -> None:
         app.router.add_post("/2010-04-01/Accounts/{account_sid}/Messages.json", self._create)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        host, port = self._runner.addresses[0][:2]
-        self.base_url = f"http://{host}:{port}"
-
-    async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
 
     # ------------------------------------------------------------------ scripting
 
