@@ -171,6 +171,10 @@ class Components:
                 s.twilio_auth_token or "",
                 s.twilio_whatsapp_from or "",
                 api_base_url=s.twilio_api_base_url,
+                # delivery statuses come back to us, signed over the public URL
+                status_callback=(
+                    f"{s.public_base_url}/webhooks/twilio/status" if s.public_base_url else None
+                ),
             )
         elif self.twilio_token:
             senders["twilio"] = OutboxSender(self.redis, self.outbox_key)

@@ -203,4 +203,6 @@ async def _ledger_import(settings: Settings, path: Path, household: str) -> int:
     async with Components(settings) as c:
         report = await import_csv(c.ledger, path, household)
     print(report.summary())
+    for error in report.errors:
+        print(f"  {path}:{error.line}: {error.message}", file=sys.stderr)
     return 0 if not report.errors else 1
