@@ -123,11 +123,24 @@ class Endpoint:
         return f"Endpoint(base_url={self.base_url!r}, api_key=***)"
 
 
-# A smaller pool than the SDK's 1000: httpx checks every pooled connection on each
-# request, and a gateway talks to one or two endpoints with bounded concurrency.
+# The SDK's aiohttp transport (measured: ~1.6x the turns per second of its default httpx
+# one) with a smaller pool than the SDK's 1000: a gateway talks to one or two endpoints
+# with bounded concurrency.
 _POOL_LIMITS = type(openai.DEFAULT_CONNECTION_LIMITS)(
     max_connections=64, max_keepalive_connections=16, keepalive_expiry=30.0
 )
+
+
+def _connection_error(exc: BaseException) -> ConnectionError | None:
+    """The ConnectionError (refused, reset) behind an exception, if any."""
+    seen: BaseException | None = exc
+    for _ in range(8):
+        if seen is None:
+            return None
+        if isinstance(seen, ConnectionError):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 class OpenAICompatibleLLM:
@@ -193,7 +206,7 @@ class OpenAICompatibleLLM:
                 base_url=endpoint.base_url,
                 api_key=endpoint.api_key,
                 max_retries=0,
-                http_client=openai.DefaultAsyncHttpxClient(limits=_POOL_LIMITS),
+                http_client=openai.DefaultAioHttpClient(limits=_POOL_LIMITS),
             )
             self._clients[key] = client
         return client
@@ -238,6 +251,9 @@ class OpenAICompatibleLLM:
                     options={"timeout": settings.timeout_seconds},
                 )
         except (TimeoutError, openai.APITimeoutError) as exc:
+            refused = _connection_error(exc)
+            if refused is not None:  # the aiohttp transport reports a refusal as a timeout
+                raise LLMError(profile, f"connection failed: {refused}") from exc
             raise LLMTimeout(profile, f"no answer within {settings.timeout_seconds:g}s") from exc
         except openai.APIStatusError as exc:
             raise LLMError(profile, f"HTTP {exc.status_code}", status=exc.status_code) from exc

@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import redis
+import structlog
 
 from gateway.cli import main
+
+
+@pytest.fixture(autouse=True)
+def _restore_logging() -> Iterator[None]:
+    """``main`` configures structlog onto this test's captured stderr: undo it after."""
+    yield
+    structlog.reset_defaults()
 
 
 def test_bad_configuration_is_one_clear_line_per_value_and_exit_2(
