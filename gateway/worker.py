@@ -247,8 +247,10 @@ class Worker:
         msg = InboundMessage.model_validate(head)
         structlog.contextvars.bind_contextvars(message_id=msg.provider_message_id)
         sender = self.senders.get(msg.channel)
-        if sender is not None and msg.answerable:
-            self._background(sender.mark_read(msg.provider_message_id))
+        if sender is not None:
+            # read receipt; the typing indicator only when the bot is going to answer
+            typing = msg.answerable and loaded.state.get("mode") != "human"
+            self._background(sender.mark_read(msg.provider_message_id, typing=typing))
         try:
             output = await self.runner.run(loaded, msg, received_at)
         except StoreDown:
