@@ -251,18 +251,33 @@ async def bench_ingest(
 
 
 async def bench_end_to_end(
-    redis_url: str, data: Path, total: int = 1500, paced_rate: float = 100.0, paced: int = 500
+    redis_url: str,
+    data: Path,
+    total: int = 1500,
+    paced_rate: float = 100.0,
+    paced: int = 500,
+    workers: int = 0,
 ) -> dict[str, float]:
-    """The gateway (web + worker) in its own process; fakes and load here. Throughput as
-    fast as it goes, then webhook→reply latency at a steady 100 turns/s."""
+    """The gateway (web + worker) in its own process — or, with ``workers``, web alone plus
+    that many ``mel-gateway worker`` processes (the scale-out shape); fakes and load here.
+    Throughput as fast as it goes, then webhook→reply latency at a steady 100 turns/s."""
     async with FakeLLM() as llm, FakeTwilioAPI(ACCOUNT_SID, TOKEN) as twilio:
         llm.responder = lambda req: "ok " + str(req["messages"][-1]["content"])
         llm.by_model["router-model"] = lambda req: ROUTER_ANSWER
         port = _free_port()
         env = _gateway_env(redis_url, data, llm, twilio)
         sent_at: dict[str, float] = {}
+        web_argv = _gateway_argv(port, "--no-worker") if workers else _gateway_argv(port)
+        worker_procs = [
+            subprocess.Popen(
+                [sys.executable, "-m", "gateway", "worker"],
+                env={**os.environ, **env},
+                stdout=subprocess.DEVNULL,
+            )
+            for _ in range(workers)
+        ]
         async with (
-            _process(_gateway_argv(port), env, port) as url,
+            _process(web_argv, env, port) as url,
             aiohttp.ClientSession() as session,
         ):
             hook = f"{url}/webhooks/twilio"
@@ -302,6 +317,9 @@ async def bench_end_to_end(
                 for m, at in zip(twilio.messages, twilio.arrivals, strict=True)
                 if m["Body"].startswith("ok lat")
             ]
+    for proc in worker_procs:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
     return {
         "turns_per_s": turns_per_s,
         "paced_rate": paced_rate,
@@ -352,6 +370,7 @@ async def run_all() -> dict[str, dict[str, float]]:
             for name, fn in (
                 ("ingest", bench_ingest),
                 ("end_to_end", bench_end_to_end),
+                ("scale_out", _scale_out),
                 ("round_trips", bench_round_trips),
             ):
                 await _flush(server.url)
@@ -359,6 +378,10 @@ async def run_all() -> dict[str, dict[str, float]]:
             return out
         finally:
             server.stop()
+
+
+async def _scale_out(redis_url: str, data: Path) -> dict[str, float]:
+    return await bench_end_to_end(redis_url, data, workers=2)
 
 
 async def _flush(url: str) -> None:
@@ -377,7 +400,7 @@ def main() -> None:
     configure_logging("console", "warning")
     logging.getLogger("aiohttp").setLevel(logging.ERROR)
     res = asyncio.run(run_all())
-    i, e, r = res["ingest"], res["end_to_end"], res["round_trips"]
+    i, e, r, x = res["ingest"], res["end_to_end"], res["round_trips"], res["scale_out"]
     rows = [
         ("ingest: bare aiohttp handler", f"{i['bare_per_s']:.0f}/s",
          f"p50 {i['bare_p50_ms']:.2f} ms  p99 {i['bare_p99_ms']:.2f} ms"),
@@ -388,6 +411,8 @@ def main() -> None:
         ("end to end, zero-latency LLM (goal ≥ 500)", f"{e['turns_per_s']:.0f} turns/s", ""),
         (f"webhook→reply at {e['paced_rate']:.0f} turns/s (goal p99 ≤ 50 ms)",
          f"p99 {e['paced_p99_ms']:.1f} ms", f"p50 {e['paced_p50_ms']:.1f} ms"),
+        ("scale-out: web + 2 worker processes", f"{x['turns_per_s']:.0f} turns/s",
+         f"p99 {x['paced_p99_ms']:.1f} ms at {x['paced_rate']:.0f}/s"),
         ("Redis round trips: ingest per delivery", f"{r['ingest_per_delivery']:.2f}", ""),
         ("Redis round trips: worker per turn (goal ≤ 6)", f"{r['worker_per_turn']:.2f}", ""),
     ]  # fmt: skip
