@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from types import TracebackType
 from typing import Any, Self
@@ -62,3 +63,38 @@ class LoopbackServer:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+
+
+class RecordingServer(LoopbackServer):
+    """A fake provider that records what it accepted (``messages``) and every request
+    (``requests``), and lets a test wait for them."""
+
+    label = "fake"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.messages: list[dict[str, Any]] = []
+        self.requests: list[dict[str, Any]] = []
+        self._changed = asyncio.Condition()
+
+    async def wait_for_messages(self, n: int, timeout: float = 5.0) -> list[dict[str, Any]]:
+        """Wait until at least ``n`` messages were accepted; all accepted so far."""
+        await self._wait(lambda: len(self.messages) >= n, timeout, f"{n} messages")
+        return list(self.messages)
+
+    async def wait_for_requests(self, n: int, timeout: float = 5.0) -> list[dict[str, Any]]:
+        """Wait until at least ``n`` requests arrived (accepted or not)."""
+        await self._wait(lambda: len(self.requests) >= n, timeout, f"{n} requests")
+        return list(self.requests)
+
+    def _counts(self) -> str:
+        return f"{len(self.messages)} messages / {len(self.requests)} requests"
+
+    async def _wait(self, ready: Callable[[], bool], seconds: float, what: str) -> None:
+        try:
+            async with asyncio.timeout(seconds), self._changed:
+                await self._changed.wait_for(ready)
+        except TimeoutError:
+            raise AssertionError(
+                f"{self.label}: expected {what} within {seconds}s, got {self._counts()}"
+            ) from None

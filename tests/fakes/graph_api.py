@@ -20,14 +20,13 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import aiohttp
 from aiohttp import web
 
-from tests.fakes._server import LoopbackServer
+from tests.fakes._server import RecordingServer
 from tests.fakes.payloads import (
     BUSINESS_NUMBER,
     META_PHONE_NUMBER_ID,
@@ -87,8 +86,10 @@ class _Failure:
     after: int = 0  # requests to let through first
 
 
-class FakeGraphAPI(LoopbackServer):
+class FakeGraphAPI(RecordingServer):
     """The WhatsApp ``messages`` edge of the Graph API, recording what it receives."""
+
+    label = "fake Graph"
 
     def __init__(
         self,
@@ -101,11 +102,8 @@ class FakeGraphAPI(LoopbackServer):
         self.access_token = access_token
         self.phone_number_id = phone_number_id
         self.delay = delay  # seconds to wait before answering each request
-        self.messages: list[dict[str, Any]] = []  # accepted sends: the JSON body + "id"
         self.read_receipts: list[dict[str, Any]] = []  # accepted "status": "read" bodies
-        self.requests: list[dict[str, Any]] = []  # every request, answered how
         self._failures: list[_Failure] = []
-        self._changed = asyncio.Condition()
 
     def routes(self, app: web.Application) -> None:
         app.router.add_post("/{version}/{phone_number_id}/messages", self._messages)
@@ -137,15 +135,6 @@ class FakeGraphAPI(LoopbackServer):
         )
         self._failures.append(_Failure(status, body, kind, times, after))
 
-    async def wait_for_messages(
-        self,
-        n: int,
-        timeout: float = 5.0,
-    ) -> list[dict[str, Any]]:
-        """Wait until at least ``n`` text sends were accepted; all accepted so far."""
-        await self._wait(lambda: len(self.messages) >= n, timeout, f"{n} messages")
-        return list(self.messages)
-
     async def wait_for_read_receipts(
         self,
         n: int,
@@ -154,15 +143,6 @@ class FakeGraphAPI(LoopbackServer):
         """Wait until at least ``n`` read receipts were accepted."""
         await self._wait(lambda: len(self.read_receipts) >= n, timeout, f"{n} read receipts")
         return list(self.read_receipts)
-
-    async def wait_for_requests(
-        self,
-        n: int,
-        timeout: float = 5.0,
-    ) -> list[dict[str, Any]]:
-        """Wait until at least ``n`` requests arrived (accepted or not)."""
-        await self._wait(lambda: len(self.requests) >= n, timeout, f"{n} requests")
-        return list(self.requests)
 
     async def deliver_status(
         self,
@@ -290,13 +270,8 @@ class FakeGraphAPI(LoopbackServer):
         }
         return 200, answer, "message"
 
-    async def _wait(self, ready: Callable[[], bool], seconds: float, what: str) -> None:
-        try:
-            async with asyncio.timeout(seconds), self._changed:
-                await self._changed.wait_for(ready)
-        except TimeoutError:
-            raise AssertionError(
-                f"fake Graph: expected {what} within {seconds}s, got {len(self.messages)} "
-                f"messages / {len(self.read_receipts)} read receipts / "
-                f"{len(self.requests)} requests"
-            ) from None
+    def _counts(self) -> str:
+        return (
+            f"{len(self.messages)} messages / {len(self.read_receipts)} read receipts / "
+            f"{len(self.requests)} requests"
+        )

@@ -23,7 +23,6 @@ import binascii
 import secrets
 import time
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import format_datetime
@@ -32,7 +31,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from tests.fakes._server import LoopbackServer
+from tests.fakes._server import RecordingServer
 from tests.fakes.payloads import TWILIO_ACCOUNT_SID, sign_twilio, twilio_status_params
 
 __all__ = ["FAKE_TWILIO_AUTH_TOKEN", "FakeTwilioAPI", "twilio_error"]
@@ -71,8 +70,10 @@ class _Failure:
     after: int = 0  # requests to let through first
 
 
-class FakeTwilioAPI(LoopbackServer):
+class FakeTwilioAPI(RecordingServer):
     """The Messages resource of Twilio's REST API, recording what it receives."""
+
+    label = "fake Twilio"
 
     def __init__(
         self,
@@ -85,11 +86,8 @@ class FakeTwilioAPI(LoopbackServer):
         self.account_sid = account_sid
         self.auth_token = auth_token
         self.delay = delay  # seconds to wait before answering each request
-        self.messages: list[dict[str, Any]] = []  # accepted: the form fields + "sid"
         self.arrivals: list[float] = []  # time.perf_counter() of each accepted message
-        self.requests: list[dict[str, Any]] = []  # every request, answered how
         self._failures: deque[_Failure] = deque()
-        self._changed = asyncio.Condition()
 
     def routes(self, app: web.Application) -> None:
         app.router.add_post("/2010-04-01/Accounts/{account_sid}/Messages.json", self._create)
@@ -115,24 +113,6 @@ class FakeTwilioAPI(LoopbackServer):
             20500: "An internal server error has occurred",
         }.get(code, f"Error {code}")
         self._failures.append(_Failure(status, code, text, times, after))
-
-    async def wait_for_messages(
-        self,
-        n: int,
-        timeout: float = 5.0,
-    ) -> list[dict[str, Any]]:
-        """Wait until at least ``n`` messages were accepted; all accepted so far."""
-        await self._wait(lambda: len(self.messages) >= n, timeout, f"{n} messages")
-        return list(self.messages)
-
-    async def wait_for_requests(
-        self,
-        n: int,
-        timeout: float = 5.0,
-    ) -> list[dict[str, Any]]:
-        """Wait until at least ``n`` requests arrived (accepted or not)."""
-        await self._wait(lambda: len(self.requests) >= n, timeout, f"{n} requests")
-        return list(self.requests)
 
     async def deliver_status(
         self,
@@ -244,13 +224,3 @@ class FakeTwilioAPI(LoopbackServer):
             "to": form.get("To"),
             "uri": f"{uri}.json",
         }
-
-    async def _wait(self, ready: Callable[[], bool], seconds: float, what: str) -> None:
-        try:
-            async with asyncio.timeout(seconds), self._changed:
-                await self._changed.wait_for(ready)
-        except TimeoutError:
-            raise AssertionError(
-                f"fake Twilio: expected {what} within {seconds}s, got "
-                f"{len(self.messages)} messages / {len(self.requests)} requests"
-            ) from None
