@@ -130,6 +130,12 @@ _STRONG: Final = Rules(
         r"\b(?:nao|nunca) me entende\b|\bnao ta entendendo nada\b"
         r"|\bentende(?:u)? (?:nada|porra nenhuma)\b",
     ),
+    phrase("entende entendeu", r"\b(?:voce|tu) nunca (?:me )?(?:entende|entendeu)\b"),
+    phrase(
+        "nada",
+        r"\bnada (?:que|do que) eu (?:peco|pergunto|falo|mando|digo) (?:voce |tu )?"
+        r"(?:faz|fez|responde|acerta|entende)\b",
+    ),
     phrase("quantas", r"\bquantas vezes (?:eu )?(?:vou|vo|tenho|preciso|terei|tem|ja|vai|que)\b"),
     phrase("falei disse expliquei avisei", r"\bja te (?:falei|disse|expliquei|avisei)\b"),
     phrase(
@@ -145,7 +151,7 @@ _STRONG: Final = Rules(
     phrase(
         "sabe nem",
         r"\bnao sabe nem\b|\bnem isso (?:voce )?(?:sabe|consegue|faz)\b"
-        r"|\bvoce nao sabe (?:isso|nem|fazer)\b",
+        r"|\bvoce nao sabe (?:isso|nem|fazer|somar|contar|calcular|ler|fazer conta)\b",
     ),
 )
 
@@ -156,8 +162,11 @@ _MEDIUM: Final = Rules(
     "cansei desisto desisti fudeu fodeu lerdo lerda aff affe affs affes wtf imprestavel "
     "irritante horroroso horrorosa terrivel inacreditavel capeta inutilidade enrolacao",
     phrase(
-        "enrolar enrolando poupe", r"\b(?:para|pare) de enrolar\b|\bta enrolando\b|\bme poupe\b"
+        "enrolar enrolando poupe",
+        r"\b(?:para|pare) de enrolar\b|\bta (?:me )?enrolando\b|\bme poupe\b"
+        r"|\b(?:voce|tu|so) (?:ta |fica |esta )?me enrolando\b",
     ),
+    phrase("piada", r"\b(?:isso|isto|voce|tu|essa resposta) e (?:uma )?piada\b"),
     phrase("dificil", r"\bdificil (?:conversar|falar|lidar) (?:com|contigo)\b"),
     phrase("nocao", r"\bsem nocao\b"),
     phrase("coisa", r"\b(?:que )?coisa (?:mais )?(?:chata|irritante|ridicula|horrivel|inutil)\b"),
@@ -297,6 +306,7 @@ _TOPIC_SHAPES: Final = re.compile(
     r"\b\d+\b(?! vez)"
     r"|\b(?:o|a|os|as|esse|essa|meu|minha|nosso|nossa|seu|sua) (?!(?:bot|robo|app|mel|ia"
     r"|assistente|sistema|chat|atendimento|que|gente|deus|merda|porcaria|bosta|droga|coisa"
+    r"|resposta|respostas|conversa|papo"
     r"|joca|negocio|treco|lixo)\b)\w+ (?:ta|tava|estava|esta|foi|e|ficou|era|anda|veio|deu"
     r"|quebrou|estragou|pifou|parou|caiu|travou)\b"
 )

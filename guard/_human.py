@@ -137,7 +137,8 @@ _RULES: Final = (
         "humano",
         r"(?<!\be )(?<!\bsou )(?<!\bser )(?<!\bseja )(?<!\bou )"
         r"\b(?:um|uma|algum|o|com|pra|para|por|de|ao|quero|queria|preciso|chama|cade|tem"
-        r"|atendimento|atendente|suporte|ajuda|contato) humano\b(?! ou (?:bot|robo|ia|maquina)\b)",
+        r"|atendimento|atendente|suporte|ajuda|contato) humano\b(?! ou (?:bot|robo|ia|maquina)\b)"
+        r"(?! aqui\b)",  # "o humano aqui esqueceu …": the user speaking of themselves
     ),
     phrase(
         "atendimento atendido atendida",
