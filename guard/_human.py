@@ -116,6 +116,12 @@ _RULES: Final = (
         r"|\btem gente\b(?= ai\b| aqui\b| ou\b| de verdade\b|$)",
     ),
     phrase("cade onde", rf"\b(?:cade|onde (?:ta|esta|estao|fica)) {_ART}{_NOUN}\b{_TP}"),
+    # "algum atendente disponível?" — asking whether a person is there, without "tem"
+    phrase(
+        "disponivel online livre",
+        r"^(?:oi |ola )?(?:algum|alguma|um|uma) (?:atendente|humano|pessoa|operador)"
+        r" (?:disponivel|online|livre)\b",
+    ),
     phrase(
         "alguem ninguem",
         r"\b(?:alguem|ninguem) (?:ai|aqui|ouvindo|online|vivo|disponivel|de verdade|real"
