@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import signal
 import sys
 from collections.abc import Sequence
@@ -84,6 +85,13 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+async def _freeze_startup_objects(_app: web.Application | None) -> None:
+    """Everything built at start-up lives as long as the process: move it out of the
+    garbage collector's sight, so collections during load stay short (tail latency)."""
+    gc.collect()
+    gc.freeze()
+
+
 def _fast_event_loop() -> None:
     """uvloop when available (Linux, macOS): a faster event loop for serve and worker."""
     try:
@@ -142,6 +150,7 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
     host = args.host or settings.host
     port = args.port if args.port is not None else settings.port
     app = create_app(settings, run_worker=not args.no_worker)
+    app.on_startup.append(_freeze_startup_objects)
     log.info("serve.start", host=host, port=port, worker=not args.no_worker)
     web.run_app(
         app,
@@ -165,6 +174,7 @@ async def _worker(settings: Settings) -> int:
             loop.add_signal_handler(sig, services.worker.stop)
         log.info("worker.start", consumer=services.worker.consumer)
         services.start()
+        await _freeze_startup_objects(None)
         await services.worker.stopped()
         await services.stop()
     return 0
