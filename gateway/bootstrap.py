@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import secrets
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
 from types import TracebackType
@@ -31,7 +32,7 @@ from gateway.settings import Settings
 from gateway.store import Store
 from gateway.turns import TurnRunner
 
-__all__ = ["Components", "MeteredLLM", "dev_twilio_token"]
+__all__ = ["Components", "MeteredLLM", "dev_twilio_token", "open_store"]
 
 log = structlog.get_logger("gateway.bootstrap")
 
@@ -44,6 +45,32 @@ def dev_twilio_token(data_dir: Path) -> str:
         path.write_text(secrets.token_hex(16))
         path.chmod(0o600)
     return path.read_text().strip()
+
+
+@contextlib.asynccontextmanager
+async def open_store(settings: Settings) -> AsyncIterator[Store]:
+    """Redis and the Store alone (the CLIs need no more): ``REDIS_URL``, else the embedded
+    server under ``MEL_DATA_DIR`` — reused when a gateway already serves it, otherwise
+    started here and stopped after."""
+    url = settings.redis_url
+    embedded: EmbeddedRedis | None = None
+    if not url:
+        embedded = EmbeddedRedis(settings.mel_data_dir)
+        url = await asyncio.to_thread(embedded.start)
+        log.info("redis.embedded", data_dir=str(settings.mel_data_dir))
+    client: aioredis.Redis = aioredis.from_url(url, socket_timeout=5, socket_connect_timeout=2)
+    try:
+        yield Store(
+            client,
+            settings.mel_redis_prefix,
+            raw_maxlen=settings.mel_raw_retention_count,
+            dedupe_ttl=settings.mel_dedupe_ttl_seconds,
+            history_cap=2 * settings.mel_history_turns,
+        )
+    finally:
+        await client.aclose()
+        if embedded is not None:
+            await asyncio.to_thread(embedded.stop)
 
 
 class MeteredLLM:
@@ -75,7 +102,6 @@ class Components:
         self.settings = settings
         self.metrics = metrics or Metrics()
         self._stack = AsyncExitStack()
-        self.embedded: EmbeddedRedis | None = None
         self.redis: aioredis.Redis
         self.store: Store
         self.llm: LLMClient | None = None
@@ -95,21 +121,8 @@ class Components:
         return self
 
     async def _open(self, s: Settings) -> None:
-        url = s.redis_url
-        if not url:
-            self.embedded = EmbeddedRedis(s.mel_data_dir)
-            url = await asyncio.to_thread(self.embedded.start)
-            self._stack.callback(self.embedded.stop)
-            log.info("redis.embedded", data_dir=str(s.mel_data_dir))
-        self.redis = aioredis.from_url(url, socket_timeout=5, socket_connect_timeout=2)
-        self._stack.push_async_callback(self.redis.aclose)
-        self.store = Store(
-            self.redis,
-            s.mel_redis_prefix,
-            raw_maxlen=s.mel_raw_retention_count,
-            dedupe_ttl=s.mel_dedupe_ttl_seconds,
-            history_cap=2 * s.mel_history_turns,
-        )
+        self.store = await self._stack.enter_async_context(open_store(s))
+        self.redis = self.store.redis
         self.ledger = Ledger(self.redis, s.mel_redis_prefix)
 
         profiles = load_profiles(s.llm_profiles_path)

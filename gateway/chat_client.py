@@ -17,12 +17,10 @@ import uuid
 from collections.abc import AsyncIterator
 
 import aiohttp
-import redis.asyncio as aioredis
 from aiohttp import web
 
 from channels import compute_twilio_signature
-from gateway.bootstrap import dev_twilio_token
-from gateway.redis_server import EmbeddedRedis
+from gateway.bootstrap import dev_twilio_token, open_store
 from gateway.settings import Settings
 from gateway.store import Store
 
@@ -55,24 +53,13 @@ async def _local_gateway(settings: Settings) -> AsyncIterator[Store]:
         await runner.cleanup()
 
 
-@contextlib.asynccontextmanager
-async def _remote_store(settings: Settings) -> AsyncIterator[Store]:
-    """The running gateway's Redis (its embedded one is reused, not started twice)."""
-    url = settings.redis_url or EmbeddedRedis(settings.mel_data_dir).start()
-    client: aioredis.Redis = aioredis.from_url(url)
-    try:
-        yield Store(client, settings.mel_redis_prefix)
-    finally:
-        await client.aclose()
-
-
 async def run_chat(settings: Settings, args: argparse.Namespace) -> int:
     url = (args.url or f"http://{settings.host}:{settings.port}").rstrip("/")
     token = settings.twilio_auth_token or dev_twilio_token(settings.mel_data_dir)
     business = (settings.twilio_whatsapp_from or BUSINESS).removeprefix("whatsapp:")
     async with aiohttp.ClientSession() as session:
         up = await _gateway_up(session, url)
-        opener = _remote_store(settings) if up else _local_gateway(settings)
+        opener = open_store(settings) if up else _local_gateway(settings)
         async with opener as store:
             print(f"mel gateway at {url} — escreva sua mensagem (Ctrl-D para sair)")
             last = (await store.redis.xinfo_stream(store.keys.events))["last-generated-id"] \

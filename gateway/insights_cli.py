@@ -58,11 +58,11 @@ def _wrapped(text: str) -> list[str]:
 async def run_insights(
     settings: Settings, args: argparse.Namespace, out: TextIO | None = None
 ) -> int:
-    from gateway.bootstrap import Components
+    from gateway.bootstrap import open_store
 
     out = out or sys.stdout
-    async with Components(settings) as c:
-        db = PsychologistStore(c.store)
+    async with open_store(settings) as store:
+        db = PsychologistStore(store)
         try:
             command = getattr(args, "insights_command", None)
             if command == "reanalyze":
@@ -87,7 +87,7 @@ async def _list(db: PsychologistStore, args: argparse.Namespace, out: TextIO) ->
     if args.json:
         out.write(json.dumps({"count": len(found), "agents": groups}, ensure_ascii=False) + "\n")
     else:
-        out.write(format_insights(groups))
+        out.write(format_insights(groups) + "\n")
     return 0
 
 
