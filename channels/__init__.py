@@ -34,7 +34,7 @@ from channels.models import (
     StatusUpdate,
     make_thread_id,
 )
-from channels.numbers import mask_number, to_e164
+from channels.numbers import mask_number, mask_thread_id, to_e164
 from channels.outbox import (
     OUTBOX_MAX_LENGTH,
     OutboxBatch,
@@ -80,6 +80,7 @@ __all__ = [
     "describe",
     "make_thread_id",
     "mask_number",
+    "mask_thread_id",
     "parse_meta_payload",
     "parse_twilio_message",
     "parse_twilio_status",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from channels.errors import MalformedPayload
 
-__all__ = ["mask_number", "to_e164"]
+__all__ = ["mask_number", "mask_thread_id", "to_e164"]
 
 _WHATSAPP_PREFIX = "whatsapp:"
 _SEPARATORS = str.maketrans("", "", " -().\u00a0")
@@ -44,3 +44,11 @@ def mask_number(value: str) -> str:
     head = max(0, len(digits) - tail - masked)
     masked = len(digits) - tail - head
     return "+" + digits[:head] + "*" * masked + digits[-tail:]
+
+
+def mask_thread_id(thread_id: str) -> str:
+    """A thread id fit for logs: ``"twilio:+14155238886:+55119****0000"`` (the business
+    number is ours and stays; the couple's is masked)."""
+    channel, _, rest = thread_id.partition(":")
+    business, _, user = rest.partition(":")
+    return f"{channel}:{business}:{mask_number(user)}" if user else thread_id

@@ -23,6 +23,7 @@ from channels import (
     ParsedDelivery,
     SignatureError,
     StatusUpdate,
+    mask_thread_id,
     parse_meta_payload,
     parse_twilio_message,
     parse_twilio_status,
@@ -127,6 +128,10 @@ async def _accept(delivery: Delivery, parsed: ParsedDelivery, ok: web.Response) 
     ]
     delivery.thread_ids = [m.thread_id for m in parsed.messages]
     delivery.message_ids = [m.provider_message_id for m in parsed.messages]
+    if len(parsed.messages) == 1:
+        structlog.contextvars.bind_contextvars(
+            thread_id=mask_thread_id(delivery.thread_ids[0]), message_id=delivery.message_ids[0]
+        )
     try:
         status_events = await _status_events(store, parsed.statuses)
         new = await store.ingest(messages, delivery.record(ok.status), status_events)

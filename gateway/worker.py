@@ -25,7 +25,7 @@ from typing import Any
 import structlog
 from redis.exceptions import ResponseError
 
-from channels import InboundMessage, Sender, SendError
+from channels import InboundMessage, Sender, SendError, mask_thread_id
 from gateway.metrics import Metrics
 from gateway.store import READY_GROUP, LeaseLost, NewEvent, Store, StoreDown
 from gateway.turns import TurnRunner, parse_received_at
@@ -175,7 +175,7 @@ class Worker:
 
     async def _guarded(self, thread_id: str, entry_id: str) -> None:
         self._active.add(thread_id)
-        structlog.contextvars.bind_contextvars(thread_id=_mask_thread(thread_id))
+        structlog.contextvars.bind_contextvars(thread_id=mask_thread_id(thread_id))
         try:
             await self.process_thread(thread_id, entry_id)
         except LeaseLost:
@@ -336,9 +336,3 @@ class Worker:
 
 def _s(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def _mask_thread(thread_id: str) -> str:
-    channel, _, rest = thread_id.partition(":")
-    business, _, user = rest.partition(":")
-    return f"{channel}:{business}:{user[:5]}****{user[-4:]}" if len(user) > 9 else thread_id

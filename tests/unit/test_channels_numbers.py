@@ -53,3 +53,11 @@ def test_mask_never_shows_the_middle() -> None:
     masked = mask_number("+5511987654321")
     assert "8765" not in masked
     assert masked.endswith("4321")
+
+
+def test_mask_thread_id_keeps_our_number_and_masks_the_couples() -> None:
+    from channels import mask_thread_id
+
+    masked = mask_thread_id("twilio:+14155238886:+5511999990000")
+    assert masked == "twilio:+14155238886:+55119****0000"
+    assert mask_thread_id("not-a-thread") == "not-a-thread"
