@@ -61,7 +61,7 @@ from gateway.psychologist_store import (
     UnknownSession,
 )
 from gateway.settings import Settings
-from gateway.store import Store, StoreDown, envelope
+from gateway.store import Store, StoreDown, as_str, envelope
 
 __all__ = ["READ_COUNT", "Job", "PsychologistWorker", "psychologist_worker"]
 
@@ -69,10 +69,6 @@ log = structlog.get_logger("gateway.psychologist")
 
 READ_COUNT: Final = 100
 """Entries read per ``XREADGROUP`` (and the most jobs queued in a process)."""
-
-
-def _s(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def _ms_of(iso: str | None) -> int:
@@ -234,14 +230,14 @@ class PsychologistWorker:
         res: Any = await self.store.redis.xreadgroup(
             GROUP, self.consumer, {self.store.keys.events: ">"}, count=READ_COUNT, block=1000
         )
-        entries = [(_s(eid), fields) for _stream, batch in res or [] for eid, fields in batch]
+        entries = [(as_str(eid), fields) for _stream, batch in res or [] for eid, fields in batch]
         await self._dispatch(entries)
 
     async def _claim_abandoned(self) -> None:
         res: Any = await self.store.redis.xautoclaim(
             self.store.keys.events, GROUP, self.consumer, self.claim_idle_ms, "0-0", count=50
         )
-        claimed = [(_s(eid), fields) for eid, fields in (res[1] if res else [])]
+        claimed = [(as_str(eid), fields) for eid, fields in (res[1] if res else [])]
         fresh = [(eid, f) for eid, f in claimed if eid not in self._entries]
         for entry_id, _ in fresh:
             log.info("psychologist.claimed", entry_id=entry_id)

@@ -58,7 +58,7 @@ from agent.psychologist import (
     tier_named,
 )
 from gateway.errors import GatewayError, NotFound
-from gateway.store import _EMIT, NewEvent, Store, utc_now_iso
+from gateway.store import _EMIT, NewEvent, Store, as_str, utc_now_iso
 
 __all__ = [
     "GROUP",
@@ -123,12 +123,6 @@ def _now_ms() -> int:
 def _new_id(kind: str) -> str:
     """Time-ordered and unique, like session ids: ``a_<unix ms hex>_<random>``."""
     return f"{kind}_{_now_ms():x}_{uuid.uuid4().hex[:12]}"
-
-
-def _s(value: Any) -> str:
-    if value is None:
-        return ""
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def _json(data: Any) -> str:
@@ -292,7 +286,7 @@ class PsychologistStore:
             groups: Any = await self.redis.xinfo_groups(self.store.keys.events)
         except ResponseError:  # no stream yet
             return False
-        return any(_s(g["name"]) == GROUP for g in groups)
+        return any(as_str(g["name"]) == GROUP for g in groups)
 
     async def next_attempt(self, job_id: str) -> int:
         return int(await self.redis.hincrby(self.attempts_key, job_id, 1))
@@ -326,20 +320,20 @@ class PsychologistStore:
         raw: Any = await self.redis.zrevrange(
             self.thread_sessions_key(thread_id), 0, OTHER_SESSIONS
         )
-        others = [_s(s) for s in raw if _s(s) != session_id][:OTHER_SESSIONS]
+        others = [as_str(s) for s in raw if as_str(s) != session_id][:OTHER_SESSIONS]
         if not others:
             return set()
         async with self.redis.pipeline(transaction=False) as pipe:
             for other in others:
                 pipe.lrange(self.store.keys.session_events(other), 0, -1)
             lists: list[Any] = await pipe.execute()
-        return {_s(i) for ids in lists for i in ids}
+        return {as_str(i) for ids in lists for i in ids}
 
     async def has_current(self, session_id: str) -> bool:
         return bool(await self.redis.exists(self.current_key(session_id)))
 
     async def current_id(self, session_id: str) -> str | None:
-        return _s(await self.redis.get(self.current_key(session_id))) or None
+        return as_str(await self.redis.get(self.current_key(session_id))) or None
 
     # --- analyses ------------------------------------------------------------------------
 
@@ -426,7 +420,7 @@ class PsychologistStore:
                 *[self.hypothesis_key(hid) for hid in hypothesis_ids],
             ]
             res: Any = await self._save(keys=keys, args=[_json(payload)])
-            stored, current, ids = bool(res[0]), _s(res[1]), [_s(i) for i in res[2] or []]
+            stored, current, ids = bool(res[0]), as_str(res[1]), [as_str(i) for i in res[2] or []]
             if stored:
                 return SaveResult(True, analysis_id, analysis_id, expected or None, ids)
             if not supersede:
@@ -477,23 +471,24 @@ class PsychologistStore:
         res: Any = await self._failure(
             keys=[self.failures_key(session_id), self.store.keys.events], args=[_json(payload)]
         )
-        return [_s(i) for i in res]
+        return [as_str(i) for i in res]
 
     async def analysis(self, analysis_id: str, *, with_hypotheses: bool = True) -> dict[str, Any]:
         raw = await self.redis.hgetall(self.analysis_key(analysis_id))
         if not raw:
             raise NotFound(f"unknown analysis {analysis_id!r}")
-        view = _analysis_view({_s(k): _s(v) for k, v in raw.items()})
+        view = _analysis_view({as_str(k): as_str(v) for k, v in raw.items()})
         if with_hypotheses:
             view["hypotheses"] = await self.hypotheses(view["hypothesis_ids"])
         return view
 
     async def session_analyses(self, session_id: str) -> dict[str, Any]:
         """The current analysis, the superseded ones (newest first) and recent failures."""
-        ids = [_s(i) for i in await self.redis.lrange(self.analyses_key(session_id), 0, -1)]
+        ids = [as_str(i) for i in await self.redis.lrange(self.analyses_key(session_id), 0, -1)]
         analyses = [await self.analysis(aid) for aid in reversed(ids)]
         failures = [
-            json.loads(_s(r)) for r in await self.redis.lrange(self.failures_key(session_id), 0, -1)
+            json.loads(as_str(r))
+            for r in await self.redis.lrange(self.failures_key(session_id), 0, -1)
         ]
         current = next((a for a in analyses if a["status"] == "current"), None)
         status = "analysed" if current else "failed" if failures else "not_analysed"
@@ -514,7 +509,7 @@ class PsychologistStore:
             for hid in ids:
                 pipe.hgetall(self.hypothesis_key(hid))
             found: list[Any] = await pipe.execute()
-        return [_hypothesis_view({_s(k): _s(v) for k, v in h.items()}) for h in found if h]
+        return [_hypothesis_view({as_str(k): as_str(v) for k, v in h.items()}) for h in found if h]
 
     async def hypothesis(self, hypothesis_id: str) -> dict[str, Any]:
         found = await self.hypotheses([hypothesis_id])
@@ -526,7 +521,7 @@ class PsychologistStore:
         """Hypotheses of current analyses across sessions, newest first, each with its
         session's termination."""
         raw: Any = await self.redis.zrevrange(self.insights_key, 0, limit - 1)
-        found = await self.hypotheses([_s(h) for h in raw])
+        found = await self.hypotheses([as_str(h) for h in raw])
         analysis_ids = sorted({h["analysis_id"] for h in found})
         terminations: dict[str, Any] = {}
         if analysis_ids:
@@ -535,7 +530,7 @@ class PsychologistStore:
                     pipe.hget(self.analysis_key(aid), "termination")
                 values: list[Any] = await pipe.execute()
             terminations = {
-                aid: json.loads(_s(v)) if v else None
+                aid: json.loads(as_str(v)) if v else None
                 for aid, v in zip(analysis_ids, values, strict=True)
             }
         for h in found:
@@ -552,7 +547,7 @@ class PsychologistStore:
         raw: Any = await self.redis.zrevrange(
             self.thread_hypotheses_key(thread_id), 0, 4 * PREVIOUS_MAX
         )
-        found = await self.hypotheses([_s(h) for h in raw])
+        found = await self.hypotheses([as_str(h) for h in raw])
         kept = [
             h
             for h in found
@@ -608,12 +603,12 @@ class PsychologistStore:
             keys=[self.hypothesis_key(hypothesis_id), self.store.keys.events],
             args=[_json(payload)],
         )
-        verdict = _s(res[0])
+        verdict = as_str(res[0])
         if verdict == "missing":
             raise UnknownHypothesis(hypothesis_id)
         if verdict == "conflict":
-            raise InvalidTransition(_s(res[1]), target.value, hypothesis_id=hypothesis_id)
-        ids = [_s(i) for i in res[1] or []]
+            raise InvalidTransition(as_str(res[1]), target.value, hypothesis_id=hypothesis_id)
+        ids = [as_str(i) for i in res[1] or []]
         log.info(
             "psychologist.hypothesis_decided",
             hypothesis_id=hypothesis_id,

@@ -42,6 +42,7 @@ __all__ = [
     "NewEvent",
     "Store",
     "StoreDown",
+    "as_str",
     "utc_now_iso",
 ]
 
@@ -83,7 +84,6 @@ class Keys:
         self.ready = f"{prefix}:ready"
         self.events = f"{prefix}:events"
         self.raw = f"{prefix}:raw"
-        self.workers = f"{prefix}:workers"
         self.sessions_open = f"{prefix}:sessions:open"  # zset thread → last activity ms
         self.handoffs_open = f"{prefix}:handoffs:open"  # zset thread → handoff request ms
 
@@ -498,12 +498,12 @@ class Store:
         if res is None:
             return None
         flat, history, head, outbox = res
-        state = {_s(flat[i]): _s(flat[i + 1]) for i in range(0, len(flat), 2)}
+        state = _pairs(flat)
         return LoadedThread(
             state=state,
-            history=[_s(h) for h in history],
-            head=_s(head) or None,
-            outbox=[_s(o) for o in outbox],
+            history=[as_str(h) for h in history],
+            head=as_str(head) or None,
+            outbox=[as_str(o) for o in outbox],
         )
 
     async def renew(self, thread_id: str, token: str, lease_ms: int) -> bool:
@@ -562,7 +562,7 @@ class Store:
             if "LEASE_LOST" in str(exc):
                 raise LeaseLost(t) from None
             raise
-        return bool(released), [_s(i) for i in ids]
+        return bool(released), [as_str(i) for i in ids]
 
     async def mark_sending(
         self, thread_id: str, message_id: str, token: str
@@ -584,7 +584,7 @@ class Store:
             if "LEASE_LOST" in str(exc):
                 raise LeaseLost(thread_id) from None
             raise
-        return _s(status), {_s(flat[i]): _s(flat[i + 1]) for i in range(0, len(flat), 2)}
+        return as_str(status), _pairs(flat)
 
     async def finish_reply(
         self,
@@ -628,7 +628,7 @@ class Store:
                 self.dedupe_ttl,
             ],
         )
-        return bool(released), [_s(i) for i in ids]
+        return bool(released), [as_str(i) for i in ids]
 
     async def release_if_idle(self, thread_id: str, token: str, entry_id: str) -> bool:
         k = self.keys
@@ -690,15 +690,16 @@ class Store:
             if text.startswith(("BUSY", "PRECONDITION")):
                 raise ActionRefused(text) from None
             raise
-        return [_s(i) for i in res] if isinstance(res, list) else []
+        return [as_str(i) for i in res] if isinstance(res, list) else []
 
     async def thread_state(self, thread_id: str) -> dict[str, str]:
         raw = await self.redis.hgetall(self.keys.thread(thread_id, "state"))
-        return {_s(a): _s(b) for a, b in raw.items()}
+        return {as_str(a): as_str(b) for a, b in raw.items()}
 
     async def history(self, thread_id: str) -> list[str]:
         return [
-            _s(h) for h in await self.redis.lrange(self.keys.thread(thread_id, "history"), 0, -1)
+            as_str(h)
+            for h in await self.redis.lrange(self.keys.thread(thread_id, "history"), 0, -1)
         ]
 
     async def due(self, key: str, older_than_s: float, limit: int = 100) -> list[tuple[str, float]]:
@@ -707,10 +708,12 @@ class Store:
         res: Any = await self.redis.zrangebyscore(
             key, "-inf", cutoff, start=0, num=limit, withscores=True
         )
-        return [(_s(m), float(sc)) for m, sc in res]
+        return [(as_str(m), float(sc)) for m, sc in res]
 
     async def session_event_ids(self, session_id: str) -> list[str]:
-        return [_s(i) for i in await self.redis.lrange(self.keys.session_events(session_id), 0, -1)]
+        return [
+            as_str(i) for i in await self.redis.lrange(self.keys.session_events(session_id), 0, -1)
+        ]
 
     async def events_by_id(self, ids: Sequence[str]) -> list[dict[str, Any]]:
         """Envelopes for the given stream ids (those trimmed away are skipped)."""
@@ -718,7 +721,7 @@ class Store:
             for event_id in ids:
                 pipe.xrange(self.keys.events, event_id, event_id)
             found: list[Any] = await pipe.execute()
-        return [envelope(_s(e[0][0]), e[0][1]) for e in found if e]
+        return [envelope(as_str(e[0][0]), e[0][1]) for e in found if e]
 
     # --- events ----------------------------------------------------------------------
 
@@ -734,7 +737,7 @@ class Store:
                 json.dumps([[e.type, _json(e.data)] for e in events]),
             ],
         )
-        return [_s(i) for i in res]
+        return [as_str(i) for i in res]
 
     async def read_events(
         self, after: str = "0-0", *, count: int = 100, block_ms: int | None = None
@@ -743,7 +746,7 @@ class Store:
         res: Any = await self.redis.xread({self.keys.events: after}, count=count, block=block_ms)
         out: list[dict[str, Any]] = []
         for _stream, entries in res or []:
-            out.extend(envelope(_s(eid), fields) for eid, fields in entries)
+            out.extend(envelope(as_str(eid), fields) for eid, fields in entries)
         return out
 
     async def queue_stats(self) -> tuple[int, int, float]:
@@ -755,14 +758,14 @@ class Store:
         length = await self.redis.xlen(self.keys.ready)
         lag = 0.0
         if summary["pending"]:
-            oldest_ms = int(_s(summary["min"]).split("-")[0])
+            oldest_ms = int(as_str(summary["min"]).split("-")[0])
             lag = max(0.0, datetime.now(UTC).timestamp() - oldest_ms / 1000)
         return int(length), int(summary["pending"]), lag
 
 
 def envelope(event_id: str, fields: Mapping[Any, Any]) -> dict[str, Any]:
     """The JSON envelope of one event (DESIGN.md, "Events")."""
-    f = {_s(a): _s(b) for a, b in fields.items()}
+    f = {as_str(a): as_str(b) for a, b in fields.items()}
     return {
         "id": event_id,
         "type": f.get("type", ""),
@@ -791,7 +794,13 @@ def _event_fields(event: NewEvent, at: str, thread_id: str, session_id: str) -> 
     }
 
 
-def _s(value: Any) -> str:
+def _pairs(flat: Sequence[Any]) -> dict[str, str]:
+    """A flat ``HGETALL`` reply from a script (k1, v1, k2, v2, …) as a dict."""
+    return {as_str(flat[i]): as_str(flat[i + 1]) for i in range(0, len(flat), 2)}
+
+
+def as_str(value: Any) -> str:
+    """A Redis reply value as text (bytes decoded, None as "")."""
     if value is None:
         return ""
     if isinstance(value, bytes):

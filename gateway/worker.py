@@ -27,7 +27,7 @@ from redis.exceptions import ResponseError
 
 from channels import InboundMessage, Sender, SendError, mask_thread_id
 from gateway.metrics import Metrics
-from gateway.store import READY_GROUP, LeaseLost, NewEvent, Store, StoreDown
+from gateway.store import READY_GROUP, LeaseLost, NewEvent, Store, StoreDown, as_str
 from gateway.turns import TurnRunner, parse_received_at
 
 __all__ = ["Worker"]
@@ -133,7 +133,7 @@ class Worker:
         )
         for _stream, entries in res or []:
             for entry_id, fields in entries:
-                self._spawn(_s(fields.get(b"t", b"")), _s(entry_id))
+                self._spawn(as_str(fields.get(b"t", b"")), as_str(entry_id))
 
     async def _claim_abandoned(self) -> None:
         free = max(1, self.concurrency - len(self._tasks))
@@ -142,10 +142,10 @@ class Worker:
         )
         for entry_id, fields in res[1] if res else []:
             if fields:
-                thread_id = _s(fields.get(b"t", b""))
+                thread_id = as_str(fields.get(b"t", b""))
                 if thread_id not in self._active:
-                    log.info("worker.claimed", thread_id=thread_id, entry_id=_s(entry_id))
-                    self._spawn(thread_id, _s(entry_id))
+                    log.info("worker.claimed", thread_id=thread_id, entry_id=as_str(entry_id))
+                    self._spawn(thread_id, as_str(entry_id))
             else:  # trimmed away: nothing to do
                 await self.store.redis.xack(self.store.keys.ready, READY_GROUP, entry_id)
         await self._trim_ready()
@@ -158,11 +158,11 @@ class Worker:
         else:
             groups = await self.store.redis.xinfo_groups(self.store.keys.ready)
             min_id = next(
-                (g["last-delivered-id"] for g in groups if _s(g["name"]) == READY_GROUP), None
+                (g["last-delivered-id"] for g in groups if as_str(g["name"]) == READY_GROUP), None
             )
             if min_id is None:
                 return
-            ms, seq = _s(min_id).split("-")
+            ms, seq = as_str(min_id).split("-")
             min_id = f"{ms}-{int(seq) + 1}"
         await self.store.redis.xtrim(self.store.keys.ready, minid=min_id, approximate=True)
 
@@ -332,7 +332,3 @@ class Worker:
         task = asyncio.create_task(best_effort())
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
-
-
-def _s(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)

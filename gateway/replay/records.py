@@ -30,6 +30,7 @@ from channels import (
     parse_twilio_message,
     parse_twilio_status,
 )
+from gateway.store import as_str
 
 if TYPE_CHECKING:
     import redis.asyncio as aioredis
@@ -206,7 +207,7 @@ class RawDelivery:
 
     @classmethod
     def from_stream(cls, entry_id: str, fields: Mapping[Any, Any]) -> RawDelivery:
-        f = {_s(k): v for k, v in fields.items()}
+        f = {as_str(k): v for k, v in fields.items()}
         try:
             meta = json.loads(f.get("meta") or b"{}")
         except ValueError as exc:
@@ -268,10 +269,6 @@ def _strings(data: Any) -> Iterator[str]:
             yield from _strings(value)
 
 
-def _s(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
 # --- the raw stream ------------------------------------------------------------------
 
 
@@ -293,7 +290,7 @@ class RawLog:
         if not entries:
             return None
         entry_id, fields = entries[0]
-        return RawDelivery.from_stream(_s(entry_id), fields)
+        return RawDelivery.from_stream(as_str(entry_id), fields)
 
     async def select(
         self, filters: Filters, problems: list[str] | None = None
@@ -345,12 +342,12 @@ class RawLog:
                 page = await self.redis.xrange(self.key, low, high, count=_PAGE)
             for entry_id, fields in page:
                 try:
-                    yield RawDelivery.from_stream(_s(entry_id), fields)
+                    yield RawDelivery.from_stream(as_str(entry_id), fields)
                 except RecordError as exc:
                     _note(problems, str(exc))
             if len(page) < _PAGE:
                 return
-            last = _s(page[-1][0])
+            last = as_str(page[-1][0])
             if reverse:
                 high = "(" + last
             else:
