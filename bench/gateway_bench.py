@@ -25,9 +25,9 @@ from aiohttp import web
 from redis.asyncio.connection import AbstractConnection
 
 from channels import compute_twilio_signature
-from gateway.app import create_app
-from gateway.redis_server import EmbeddedRedis
+from gateway.http.app import create_app
 from gateway.settings import Settings
+from gateway.store.embedded import EmbeddedRedis
 from tests.fakes.llm import FakeLLM
 from tests.fakes.twilio_api import FakeTwilioAPI
 
@@ -344,7 +344,7 @@ async def bench_round_trips(redis_url: str, data: Path, turns: int = 200) -> dic
                         await r.read()
         await runner.cleanup()
         from gateway.bootstrap import Components
-        from gateway.worker import Worker
+        from gateway.workers.turns import Worker
 
         settings = _settings(redis_url, data, llm, twilio)
         async with Components(settings) as c:

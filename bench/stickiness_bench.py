@@ -48,7 +48,7 @@ from agent.llm import LLMClient, LLMResponse, OpenAICompatibleLLM, Usage
 from agent.messages import ChatMessage
 from agent.profiles import LLMProfiles, load_profiles
 from agent.routing import RouteState, SessionControlConfig, TurnResult, build_session_control
-from gateway.redis_server import EmbeddedRedis
+from gateway.store.embedded import EmbeddedRedis
 from guard import ConversationGuard, GuardInput
 from tests.fakes.llm import FakeLLM, Reply, Scripted, error, text, tool_call
 

@@ -25,12 +25,12 @@ from agent import (
 from agent.cassette import CassetteError, CassetteLLM
 from agent.routing import SessionControl, SessionControlConfig, build_session_control
 from channels import MetaSender, OutboxSender, Sender, TwilioSender
+from gateway.conversation.turn import TurnRunner
 from gateway.errors import ConfigError
 from gateway.metrics import Metrics
-from gateway.redis_server import EmbeddedRedis
 from gateway.settings import Settings
-from gateway.store import Store
-from gateway.turns import TurnRunner
+from gateway.store.embedded import EmbeddedRedis
+from gateway.store.threads import Store
 
 __all__ = ["Components", "MeteredLLM", "dev_twilio_token", "open_store"]
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import redis.asyncio as aioredis
 
-from gateway.redis_server import EmbeddedRedis
+from gateway.store.embedded import EmbeddedRedis
 
 _LOOPBACK = ("127.", "::1", "localhost")
 

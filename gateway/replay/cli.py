@@ -22,7 +22,6 @@ from typing import Any, TextIO
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
-from gateway.redis_server import EmbeddedRedis
 from gateway.replay.diff import history_warnings, original_replies, replay_and_compare
 from gateway.replay.filters import Filters, parse_speed, parse_status, parse_when
 from gateway.replay.output import Console, Progress
@@ -39,7 +38,8 @@ from gateway.replay.redact import Redactor
 from gateway.replay.resign import FreshIds, Secrets, prepare
 from gateway.replay.sender import SendOptions, run_send
 from gateway.settings import Settings
-from gateway.store import Keys
+from gateway.store.embedded import EmbeddedRedis
+from gateway.store.threads import Keys
 
 __all__ = ["CONFIRM_ABOVE", "LIST_LIMIT", "add_replay_parser", "arun_replay", "run_replay"]
 

@@ -1,7 +1,7 @@
 """Recorded deliveries: reading the raw stream, and the portable export file.
 
 The gateway keeps every webhook delivery it receives in the Redis Stream
-``{MEL_REDIS_PREFIX}:raw`` (``gateway.webhooks.Delivery.record``): a ``meta`` JSON field and
+``{MEL_REDIS_PREFIX}:raw`` (``gateway.http.webhooks.Delivery.record``): a ``meta`` JSON field and
 the untouched ``body`` bytes. :class:`RawDelivery` is one such entry; :class:`RawLog`
 reads and selects them; :func:`export_line` / :func:`read_export` write and read the
 JSON-lines export (format ``mel-replay/1``, documented in ``docs/replay.md``).
@@ -30,7 +30,7 @@ from channels import (
     parse_twilio_message,
     parse_twilio_status,
 )
-from gateway.store import as_str
+from gateway.store.threads import as_str
 
 if TYPE_CHECKING:
     import redis.asyncio as aioredis

@@ -16,10 +16,10 @@ import redis.asyncio as aioredis
 from aiohttp.test_utils import TestServer
 
 from channels import compute_twilio_signature
-from gateway.app import create_app
-from gateway.keys import STORE, WORKER
+from gateway.http.app import create_app
+from gateway.http.keys import STORE, WORKER
 from gateway.settings import Settings
-from gateway.store import Store
+from gateway.store.threads import Store
 from tests.fakes.graph_api import FakeGraphAPI
 from tests.fakes.llm import FakeLLM, start_fake_llm
 from tests.fakes.payloads import sign_meta, twilio_inbound_params

@@ -14,7 +14,7 @@ from tests.e2e.conftest import Gateway
 async def test_chat_plays_a_whatsapp_user_through_the_signed_webhook(
     start_gateway: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from gateway.chat_client import run_chat
+    from gateway.cli.chat import run_chat
 
     gw: Gateway = await start_gateway(
         meta_app_secret=None, twilio_auth_token=None, twilio_account_sid=None, llm_base_url=None

@@ -43,12 +43,12 @@ from agent.psychologist import (
     load_rules,
     validate_batch,
 )
-from gateway.insights_cli import run_insights
+from gateway.cli.insights import run_insights
+from gateway.conversation.sessions import close_events
 from gateway.metrics import Metrics
-from gateway.psychologist import Job, PsychologistWorker
-from gateway.psychologist_store import GROUP, PsychologistStore
-from gateway.sessions import close_events
-from gateway.store import NewEvent, Store
+from gateway.store.psychologist import GROUP, PsychologistStore
+from gateway.store.threads import NewEvent, Store
+from gateway.workers.psychologist import Job, PsychologistWorker
 from tests.e2e.conftest import BUSINESS, Gateway
 from tests.fakes.llm import FakeLLM, Scripted, error, tool_call
 from tests.fakes.twilio_api import FakeTwilioAPI

@@ -198,7 +198,7 @@ async def _sse(gw: Gateway, *, last_id: str | None = None, types: str | None = N
 
 
 async def _collect(resp: aiohttp.ClientResponse, n: int) -> list[dict[str, str]]:
-    from gateway.watch import read_sse
+    from gateway.cli.watch import read_sse
 
     out: list[dict[str, str]] = []
     async with asyncio.timeout(10):
@@ -241,7 +241,7 @@ async def test_sse_feed_streams_live_resumes_and_filters(
 async def test_watch_prints_readable_lines(start_gateway: Any, fake_twilio: FakeTwilioAPI) -> None:
     import argparse
 
-    from gateway.watch import run_watch
+    from gateway.cli.watch import run_watch
 
     gw: Gateway = await start_gateway(support_token=TOKEN)
     await gw.twilio("quero falar com uma pessoa")

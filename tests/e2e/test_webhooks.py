@@ -9,7 +9,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from gateway.redis_server import EmbeddedRedis
+from gateway.store.embedded import EmbeddedRedis
 from tests.e2e.conftest import AUTH_TOKEN, BUSINESS, Gateway, agent_calls
 from tests.fakes.llm import FakeLLM
 from tests.fakes.payloads import meta_payload, meta_text_message, twilio_inbound_params

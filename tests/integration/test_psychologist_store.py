@@ -26,8 +26,8 @@ from agent.psychologist import (
     Termination,
     classify_termination,
 )
-from gateway.psychologist import Job
-from gateway.psychologist_store import (
+from gateway.conversation.sessions import close_events
+from gateway.store.psychologist import (
     GROUP,
     REANALYSIS_REQUESTED,
     PsychologistStore,
@@ -37,8 +37,8 @@ from gateway.psychologist_store import (
     UnknownHypothesis,
     UnknownSession,
 )
-from gateway.sessions import close_events
-from gateway.store import NewEvent, Store
+from gateway.store.threads import NewEvent, Store
+from gateway.workers.psychologist import Job
 
 THREAD = "twilio:+14155238886:+5511999990000"
 

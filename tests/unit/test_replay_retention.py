@@ -8,7 +8,7 @@ import time
 
 import redis.asyncio as aioredis
 
-from gateway.retention import raw_min_id, run_retention, trim_raw
+from gateway.workers.retention import raw_min_id, run_retention, trim_raw
 
 KEY = "mel:raw"
 DAY_MS = 86_400_000

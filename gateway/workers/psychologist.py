@@ -20,7 +20,7 @@ reanalysis supersedes. A manual reanalysis always runs and supersedes what is cu
 Context of a run: the session's full event log, the business rules, the termination
 cause (classified, a fact), the thread's earlier non-dismissed hypotheses, and the ids of
 the thread's other sessions (so evidence from "another session" is told apart).
-Storage: :mod:`gateway.psychologist_store`.
+Storage: :mod:`gateway.store.psychologist`.
 """
 
 from __future__ import annotations
@@ -53,19 +53,19 @@ from agent.psychologist import (
 )
 from gateway.errors import ConfigError
 from gateway.metrics import Metrics
-from gateway.psychologist_store import (
+from gateway.settings import Settings
+from gateway.store.psychologist import (
     GROUP,
     REANALYSIS_REQUESTED,
     PsychologistStore,
     SessionLog,
     UnknownSession,
 )
-from gateway.settings import Settings
-from gateway.store import Store, StoreDown, as_str, envelope
+from gateway.store.threads import Store, StoreDown, as_str, envelope
 
 __all__ = ["READ_COUNT", "Job", "PsychologistWorker", "psychologist_worker"]
 
-log = structlog.get_logger("gateway.psychologist")
+log = structlog.get_logger("gateway.workers.psychologist")
 
 READ_COUNT: Final = 100
 """Entries read per ``XREADGROUP`` (and the most jobs queued in a process)."""

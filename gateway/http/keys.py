@@ -10,8 +10,8 @@ if TYPE_CHECKING:
     from gateway.bootstrap import Components
     from gateway.metrics import Metrics
     from gateway.settings import Settings
-    from gateway.store import Store
-    from gateway.worker import Worker
+    from gateway.store.threads import Store
+    from gateway.workers.turns import Worker
 
 __all__ = ["COMPONENTS", "METRICS", "SETTINGS", "STORE", "TWILIO_TOKEN", "WORKER"]
 

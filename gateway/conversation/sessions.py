@@ -11,7 +11,7 @@ from typing import Any
 
 import structlog
 
-from gateway.store import Action, ActionRefused, NewEvent, Store, StoreDown, utc_now_iso
+from gateway.store.threads import Action, ActionRefused, NewEvent, Store, StoreDown, utc_now_iso
 
 __all__ = [
     "ABNORMAL_PREFIXES",
@@ -23,7 +23,7 @@ __all__ = [
     "support_reply",
 ]
 
-log = structlog.get_logger("gateway.sessions")
+log = structlog.get_logger("gateway.conversation.sessions")
 
 # Close reasons that make a session end abnormally (psychologist: a fact, not a judgement).
 ABNORMAL_PREFIXES = ("error", "worker_lost")

@@ -11,16 +11,16 @@ from typing import Any
 import structlog
 
 from gateway.bootstrap import Components
-from gateway.psychologist import PsychologistWorker, psychologist_worker
-from gateway.retention import run_retention
-from gateway.sessions import SessionSweeper
+from gateway.conversation.sessions import SessionSweeper
 from gateway.settings import Settings
-from gateway.support_webhook import SupportWebhook
-from gateway.worker import Worker
+from gateway.workers.psychologist import PsychologistWorker, psychologist_worker
+from gateway.workers.retention import run_retention
+from gateway.workers.support_webhook import SupportWebhook
+from gateway.workers.turns import Worker
 
 __all__ = ["Services"]
 
-log = structlog.get_logger("gateway.services")
+log = structlog.get_logger("gateway.workers.services")
 
 
 class Services:

@@ -11,17 +11,17 @@ from aiohttp import web
 
 from gateway.bootstrap import Components
 from gateway.errors import GatewayError
-from gateway.keys import COMPONENTS, METRICS, SETTINGS, STORE, TWILIO_TOKEN, WORKER
+from gateway.http.keys import COMPONENTS, METRICS, SETTINGS, STORE, TWILIO_TOKEN, WORKER
+from gateway.http.support import create_support_app
+from gateway.http.webhooks import routes as webhook_routes
 from gateway.metrics import Metrics
-from gateway.services import Services
 from gateway.settings import Settings
-from gateway.store import StoreDown
-from gateway.support import create_support_app
-from gateway.webhooks import routes as webhook_routes
+from gateway.store.threads import StoreDown
+from gateway.workers.services import Services
 
 __all__ = ["create_app"]
 
-log = structlog.get_logger("gateway.app")
+log = structlog.get_logger("gateway.http.app")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 

@@ -2,7 +2,7 @@
 
 Pure of Redis: it reads the loaded state, asks the session-controlled agents, and says
 what to write. Sessions open on the first message and close on END_SESSION here; the
-other closes (idle, support, errors) are in ``gateway.sessions``.
+other closes (idle, support, errors) are in ``gateway.conversation.sessions``.
 """
 
 from __future__ import annotations
@@ -19,13 +19,13 @@ import structlog
 from agent import LLM_FAILURE_REPLY, ChatMessage
 from agent.routing import RouteState, TurnResult
 from channels import InboundMessage
+from gateway.conversation.sessions import close_events, close_state
 from gateway.metrics import Metrics
-from gateway.sessions import close_events, close_state
-from gateway.store import CommitRequest, LoadedThread, NewEvent, utc_now_iso
+from gateway.store.threads import CommitRequest, LoadedThread, NewEvent, utc_now_iso
 
 __all__ = ["Conversation", "TurnOutput", "TurnRunner", "counter_after", "new_session_id"]
 
-log = structlog.get_logger("gateway.turns")
+log = structlog.get_logger("gateway.conversation.turn")
 
 
 class Conversation(Protocol):

@@ -14,11 +14,11 @@ import time
 import redis.asyncio as aioredis
 import structlog
 
-from gateway.store import StoreDown
+from gateway.store.threads import StoreDown
 
 __all__ = ["raw_min_id", "run_retention", "trim_raw"]
 
-log = structlog.get_logger("gateway.retention")
+log = structlog.get_logger("gateway.workers.retention")
 
 
 def raw_min_id(max_age_days: float, *, now: float | None = None) -> str:

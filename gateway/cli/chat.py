@@ -22,7 +22,7 @@ from aiohttp import web
 from channels import compute_twilio_signature
 from gateway.bootstrap import dev_twilio_token, open_store
 from gateway.settings import Settings
-from gateway.store import Store
+from gateway.store.threads import Store
 
 __all__ = ["run_chat"]
 
@@ -39,8 +39,8 @@ async def _gateway_up(session: aiohttp.ClientSession, url: str) -> bool:
 
 @contextlib.asynccontextmanager
 async def _local_gateway(settings: Settings) -> AsyncIterator[Store]:
-    from gateway.app import create_app
-    from gateway.keys import STORE
+    from gateway.http.app import create_app
+    from gateway.http.keys import STORE
 
     app = create_app(settings)
     runner = web.AppRunner(app, access_log=None)

@@ -18,9 +18,9 @@ from agent.psychologist import (
     InvalidTransition,
 )
 from gateway.errors import GatewayError
-from gateway.insights import group_by_agent
-from gateway.psychologist_store import PsychologistStore
+from gateway.http.insights import group_by_agent
 from gateway.settings import Settings
+from gateway.store.psychologist import PsychologistStore
 
 __all__ = ["format_insights", "run_insights"]
 

@@ -119,11 +119,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "psychologist":
             return asyncio.run(_psychologist(settings))
         if args.command == "insights":
-            from gateway.insights_cli import run_insights
+            from gateway.cli.insights import run_insights
 
             return asyncio.run(run_insights(settings, args))
         if args.command == "chat":
-            from gateway.chat_client import run_chat
+            from gateway.cli.chat import run_chat
 
             return asyncio.run(run_chat(settings, args))
         if args.command == "replay":
@@ -131,7 +131,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return run_replay(args, settings)
         if args.command == "watch":
-            from gateway.watch import run_watch
+            from gateway.cli.watch import run_watch
 
             return asyncio.run(run_watch(settings, args))
         if args.command == "ledger":
@@ -145,7 +145,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _serve(settings: Settings, args: argparse.Namespace) -> int:
-    from gateway.app import create_app
+    from gateway.http.app import create_app
 
     host = args.host or settings.host
     port = args.port if args.port is not None else settings.port
@@ -165,7 +165,7 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
 
 async def _worker(settings: Settings) -> int:
     from gateway.bootstrap import Components
-    from gateway.services import Services
+    from gateway.workers.services import Services
 
     async with Components(settings) as c:
         services = Services(c, settings)
@@ -184,7 +184,7 @@ async def _psychologist(settings: Settings) -> int:
     """The consumer alone (whatever PSYCHOLOGIST_ENABLED says: that one is for serve and
     worker). SIGTERM/SIGINT: stop reading, drain in-flight analyses, exit."""
     from gateway.bootstrap import Components
-    from gateway.psychologist import psychologist_worker
+    from gateway.workers.psychologist import psychologist_worker
 
     async with Components(settings) as c:
         if c.llm is None:

@@ -32,12 +32,12 @@ from channels import (
     verify_twilio_signature,
 )
 from gateway.errors import PayloadTooLarge, ProviderDisabled, StoreUnavailable
-from gateway.keys import METRICS, SETTINGS, STORE, TWILIO_TOKEN
-from gateway.store import NewEvent, StoreDown, utc_now_iso
+from gateway.http.keys import METRICS, SETTINGS, STORE, TWILIO_TOKEN
+from gateway.store.threads import NewEvent, StoreDown, utc_now_iso
 
 __all__ = ["routes"]
 
-log = structlog.get_logger("gateway.webhooks")
+log = structlog.get_logger("gateway.http.webhooks")
 routes = web.RouteTableDef()
 
 TWIML_EMPTY = '<?xml version="1.0" encoding="UTF-8"?><Response/>'

@@ -58,7 +58,7 @@ from agent.psychologist import (
     tier_named,
 )
 from gateway.errors import GatewayError, NotFound
-from gateway.store import _EMIT, NewEvent, Store, as_str, utc_now_iso
+from gateway.store.threads import _EMIT, NewEvent, Store, as_str, utc_now_iso
 
 __all__ = [
     "GROUP",
@@ -74,7 +74,7 @@ __all__ = [
     "UnknownSession",
 ]
 
-log = structlog.get_logger("gateway.psychologist_store")
+log = structlog.get_logger("gateway.store.psychologist")
 
 GROUP: Final = "psychologist"
 REANALYSIS_REQUESTED: Final = "psychologist.reanalysis_requested"

@@ -29,8 +29,8 @@ from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agent.psychologist import HypothesisStatus, InvalidTransition, TierName
-from gateway.keys import STORE
-from gateway.psychologist_store import PsychologistStore
+from gateway.http.keys import STORE
+from gateway.store.psychologist import PsychologistStore
 
 __all__ = ["group_by_agent", "routes"]
 

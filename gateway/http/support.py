@@ -1,6 +1,6 @@
 """The support API (``/support/``): the live event feed, open handoffs, a thread's state
 and transcript, and the actions a person takes: reply, release to the bot, close. The
-psychologist's insights (``gateway.insights``) are served here too, behind the same token."""
+psychologist's insights (``gateway.http.insights``) are served here too, behind the same token."""
 
 from __future__ import annotations
 
@@ -13,14 +13,14 @@ import structlog
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from gateway.insights import routes as insights_routes
-from gateway.keys import SETTINGS, STORE
-from gateway.sessions import close_action, release_action, support_reply
-from gateway.store import ActionRefused, Store
+from gateway.conversation.sessions import close_action, release_action, support_reply
+from gateway.http.insights import routes as insights_routes
+from gateway.http.keys import SETTINGS, STORE
+from gateway.store.threads import ActionRefused, Store
 
 __all__ = ["create_support_app", "type_matches"]
 
-log = structlog.get_logger("gateway.support")
+log = structlog.get_logger("gateway.http.support")
 routes = web.RouteTableDef()
 
 WINDOW = timedelta(hours=24)

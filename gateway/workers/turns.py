@@ -26,13 +26,13 @@ import structlog
 from redis.exceptions import ResponseError
 
 from channels import InboundMessage, Sender, SendError, mask_thread_id
+from gateway.conversation.turn import TurnRunner, parse_received_at
 from gateway.metrics import Metrics
-from gateway.store import READY_GROUP, LeaseLost, NewEvent, Store, StoreDown, as_str
-from gateway.turns import TurnRunner, parse_received_at
+from gateway.store.threads import READY_GROUP, LeaseLost, NewEvent, Store, StoreDown, as_str
 
 __all__ = ["Worker"]
 
-log = structlog.get_logger("gateway.worker")
+log = structlog.get_logger("gateway.workers.turns")
 
 SEND_ATTEMPTS = 3
 

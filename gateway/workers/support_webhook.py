@@ -22,12 +22,12 @@ import aiohttp
 import structlog
 from redis.exceptions import ResponseError
 
-from gateway.store import Store, StoreDown, envelope, utc_now_iso
-from gateway.support import type_matches
+from gateway.http.support import type_matches
+from gateway.store.threads import Store, StoreDown, envelope, utc_now_iso
 
 __all__ = ["FORWARDED_TYPES", "SupportWebhook", "sign"]
 
-log = structlog.get_logger("gateway.support_webhook")
+log = structlog.get_logger("gateway.workers.support_webhook")
 
 GROUP = "support-webhook"
 FORWARDED_TYPES = ["session.*", "support.*"]

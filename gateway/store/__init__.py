@@ -1,0 +1,1 @@
+"""The Redis adapter: keys, the thread store, events, streams, the psychologist's storage."""
