@@ -1,6 +1,6 @@
 """agent: the conversation brain — AgentChat, the LLM client and profiles, the tools."""
 
-from agent.chat import AgentChat, AskOutcome, AskResult, ToolCallRecord
+from agent.chat import AgentChat, AskResult, SystemPrompt, ToolCallRecord
 from agent.dates import SAO_PAULO, now_sao_paulo
 from agent.errors import (
     AgentError,
@@ -24,6 +24,7 @@ from agent.llm import (
 )
 from agent.messages import ChatMessage, Role, ToolCallRequest
 from agent.money import format_brl, parse_money
+from agent.outcomes import Outcome
 from agent.profiles import (
     PROFILE_NAMES,
     LLMProfile,
@@ -61,7 +62,6 @@ __all__ = [
     "TOOL_LOOP_APOLOGY",
     "AgentChat",
     "AgentError",
-    "AskOutcome",
     "AskResult",
     "ChatMessage",
     "ContinuityClassifier",
@@ -88,12 +88,14 @@ __all__ = [
     "MonthSpending",
     "NewExpense",
     "OpenAICompatibleLLM",
+    "Outcome",
     "ProfileError",
     "Role",
     "RouteDecision",
     "RouteState",
     "SessionControl",
     "SessionControlConfig",
+    "SystemPrompt",
     "Tool",
     "ToolCallRecord",
     "ToolCallRequest",

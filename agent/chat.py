@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 import structlog
 
@@ -22,6 +22,7 @@ from agent.errors import LLMError, LLMUnavailable
 from agent.ledger import Ledger
 from agent.llm import LLMClient, Usage
 from agent.messages import ChatMessage
+from agent.outcomes import Outcome
 from agent.prompts import (
     ASSISTANT_UNAVAILABLE,
     LLM_FAILURE_REPLY,
@@ -31,13 +32,12 @@ from agent.prompts import (
 from agent.tools.base import ToolContext, ToolRegistry
 from guard import ConversationGuard, GuardInput, GuardVerdict
 
-__all__ = ["AgentChat", "AskOutcome", "AskResult", "ToolCallRecord"]
+__all__ = ["AgentChat", "AskResult", "SystemPrompt", "ToolCallRecord"]
 
 log = structlog.get_logger(__name__)
 
-AskOutcome = Literal["preempt", "agent", "unavailable", "tool_limit", "error"]
-"""How a turn ended: the guard answered; the model answered; no model configured;
-the tool-round bound was hit; the model failed."""
+SystemPrompt = str | Callable[[datetime], str]
+"""A fixed system prompt, or one built for the turn's date."""
 
 
 @dataclass(frozen=True)
@@ -68,11 +68,11 @@ class AskResult:
     verdict: GuardVerdict | None = None
     usage: Usage = field(default_factory=Usage)
     llm_calls: int = 0
-    outcome: AskOutcome = "agent"
+    outcome: Outcome = Outcome.AGENT
 
     @property
     def preempted(self) -> bool:
-        return self.outcome == "preempt"
+        return self.outcome.preempted
 
     @property
     def ran_tools(self) -> bool:
@@ -100,7 +100,7 @@ class AgentChat:
         *,
         name: str = "mel",
         profile: str = "agent",
-        system_prompt: str | None = None,
+        system_prompt: SystemPrompt | None = None,
         max_tool_rounds: int = 4,
         clock: Callable[[], datetime] = now_sao_paulo,
     ) -> None:
@@ -123,25 +123,48 @@ class AgentChat:
         thread_id: str | None = None,
         household_id: str | None = None,
     ) -> AskResult:
-        """Answer the conversation's last turn.
+        """Answer the conversation's last turn, the guard first (spec 023).
 
-        The guard runs first; when it preempts, its canonical reply is returned with zero
-        LLM and zero tool calls. Otherwise the model runs with the tools for at most
-        ``max_tool_rounds`` rounds. ``household_id`` defaults to the household of the
-        thread's user number (the last part of ``thread_id``), else ``"default"``.
+        When the guard preempts, its canonical reply is returned with zero LLM and zero
+        tool calls. Otherwise :meth:`answer`.
         """
         verdict = ConversationGuard.evaluate(
             GuardInput(
                 messages=list(messages), past_turns_without_tool_call=past_turns_without_tool_call
             )
         )
-        if verdict.preempt:
-            log.info("agent.preempted", kind=verdict.kind)
-            return AskResult(_assistant(verdict.response or ""), verdict=verdict, outcome="preempt")
+        if verdict.preempt and verdict.kind is not None:
+            log.info("agent_chat.preempted", kind=verdict.kind)
+            return AskResult(
+                _assistant(verdict.response or ""),
+                verdict=verdict,
+                outcome=Outcome.preempt(verdict.kind),
+            )
+        return await self.answer(messages, thread_id=thread_id, household_id=household_id)
+
+    async def answer(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        thread_id: str | None = None,
+        household_id: str | None = None,
+    ) -> AskResult:
+        """The model's answer with the tools, for at most ``max_tool_rounds`` rounds — no
+        guard (for a caller that has evaluated it already). ``household_id`` defaults to
+        the household of the thread's user number (the last part of ``thread_id``), else
+        ``"default"``."""
         if self.llm is None:
-            log.info("agent.unavailable", reason="no LLM configured")
-            return AskResult(_assistant(ASSISTANT_UNAVAILABLE), outcome="unavailable")
+            log.info("agent_chat.unavailable", reason="no LLM configured")
+            return AskResult(_assistant(ASSISTANT_UNAVAILABLE), outcome=Outcome.UNAVAILABLE)
         return await _Turn(self, self.llm, thread_id, household_id).run(messages)
+
+    def system_message(self, now: datetime) -> ChatMessage:
+        prompt = self.system_prompt
+        if prompt is None:
+            text = build_system_prompt(now, name=self.name)
+        else:
+            text = prompt if isinstance(prompt, str) else prompt(now)
+        return ChatMessage(role="system", content=text)
 
 
 class _Turn:
@@ -169,14 +192,13 @@ class _Turn:
                 self.household_id = self.actor or "default"
         return ToolContext(self.household_id, self.chat.ledger, self.now, self.actor)
 
-    def _result(self, reply: str | ChatMessage, outcome: AskOutcome) -> AskResult:
+    def _result(self, reply: str | ChatMessage, outcome: Outcome) -> AskResult:
         message = reply if isinstance(reply, ChatMessage) else _assistant(reply)
         return AskResult(message, list(self.records), None, self.usage, self.attempts, outcome)
 
     async def run(self, messages: Sequence[ChatMessage]) -> AskResult:
         chat = self.chat
-        system = chat.system_prompt or build_system_prompt(self.now, name=chat.name)
-        conversation = [ChatMessage(role="system", content=system), *messages]
+        conversation = [chat.system_message(self.now), *messages]
         schemas = chat.tools.schemas() or None
         rounds = 0
         while True:
@@ -184,28 +206,28 @@ class _Turn:
             try:
                 response = await self.llm.complete(chat.profile, conversation, tools=schemas)
             except LLMUnavailable as exc:
-                log.warning("agent.unavailable", reason=exc.reason, profile=exc.profile)
-                return self._result(ASSISTANT_UNAVAILABLE, "unavailable")
+                log.warning("agent_chat.unavailable", reason=exc.reason, profile=exc.profile)
+                return self._result(ASSISTANT_UNAVAILABLE, Outcome.UNAVAILABLE)
             except LLMError as exc:
                 log.warning(
-                    "agent.llm_failed",
+                    "agent_chat.llm_failed",
                     error=type(exc).__name__,
                     reason=exc.reason,
                     profile=exc.profile,
                     llm_calls=self.attempts,
                 )
-                return self._result(LLM_FAILURE_REPLY, "error")
+                return self._result(LLM_FAILURE_REPLY, Outcome.ERROR)
             self.usage += response.usage
             message = response.message
             if not message.tool_calls:
                 if not message.content.strip():
-                    log.warning("agent.llm_failed", error="empty reply", profile=chat.profile)
-                    return self._result(LLM_FAILURE_REPLY, "error")
-                self._log_reply("agent")
-                return self._result(message, "agent")
+                    log.warning("agent_chat.llm_failed", error="empty reply", profile=chat.profile)
+                    return self._result(LLM_FAILURE_REPLY, Outcome.ERROR)
+                self._log_reply(Outcome.AGENT)
+                return self._result(message, Outcome.AGENT)
             if rounds >= chat.max_tool_rounds:
-                self._log_reply("tool_limit")
-                return self._result(TOOL_LOOP_APOLOGY, "tool_limit")
+                self._log_reply(Outcome.TOOL_LIMIT)
+                return self._result(TOOL_LOOP_APOLOGY, Outcome.TOOL_LIMIT)
             rounds += 1
             conversation.append(message)
             ctx = await self._context()
@@ -220,9 +242,9 @@ class _Turn:
                     ChatMessage(role="tool", tool_call_id=call.id, content=outcome.content())
                 )
 
-    def _log_reply(self, outcome: AskOutcome) -> None:
+    def _log_reply(self, outcome: Outcome) -> None:
         log.info(
-            "agent.replied",
+            "agent_chat.answered",
             outcome=outcome,
             llm_calls=self.attempts,
             tools=[record.name for record in self.records],

@@ -1,40 +1,74 @@
-"""The one place where real adapters are wired in: settings → Redis, LLM, agent, senders."""
+"""The composition root: the one place where settings become real adapters (Redis, the
+OpenAI-compatible client, the Twilio/Meta senders) and the background jobs of a role.
+
+Every entry point goes through :func:`bootstrap` — ``create_app`` (``serve``), ``worker``,
+``psychologist`` and the CLI commands — so each runs on exactly what its role needs:
+
+=================  ===========================================================
+``serve``          HTTP, and the worker's jobs in-process
+``web``            HTTP only (``serve --no-worker``): Redis, nothing else
+``worker``         the turn worker, sweeper, retention, support webhook and
+                   psychologist (unless ``PSYCHOLOGIST_ENABLED=false``)
+``psychologist``   the psychologist consumer alone (needs an LLM)
+``cli``            Redis and the ledger, for the operator's commands
+=================  ===========================================================
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import secrets
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
-from typing import Any
+from typing import Literal
 
 import redis.asyncio as aioredis
 import structlog
 
-from agent import (
-    ChatMessage,
-    Ledger,
-    LLMClient,
-    LLMResponse,
-    OpenAICompatibleLLM,
-    load_profiles,
-)
+from agent import Ledger, LLMClient, OpenAICompatibleLLM, load_profiles
 from agent.cassette import CassetteError, CassetteLLM
-from agent.routing import SessionControl, SessionControlConfig, build_session_control
+from agent.psychologist import Psychologist, RulesError, load_rules
+from agent.routing import SessionControlConfig, build_session_control
 from channels import MetaSender, OutboxSender, Sender, TwilioSender
 from gateway.conversation.turn import TurnRunner
 from gateway.errors import ConfigError
-from gateway.metrics import Metrics
+from gateway.metrics import MeteredLLM, Metrics
 from gateway.settings import Settings
+from gateway.store import Store
 from gateway.store.embedded import EmbeddedRedis
-from gateway.store.threads import Store
+from gateway.workers.consumer import StreamConsumer
+from gateway.workers.periodic import PeriodicJob
+from gateway.workers.psychologist import PsychologistWorker
+from gateway.workers.retention import RawRetention
+from gateway.workers.supervisor import Supervisor
+from gateway.workers.support_webhook import SupportWebhook
+from gateway.workers.sweeper import SessionSweeper
+from gateway.workers.turns import TurnWorker
 
-__all__ = ["Components", "MeteredLLM", "dev_twilio_token", "open_store"]
+__all__ = ["Components", "Role", "bootstrap", "dev_twilio_token", "open_store"]
 
 log = structlog.get_logger("gateway.bootstrap")
+
+Role = Literal["serve", "web", "worker", "psychologist", "cli"]
+
+
+@dataclass
+class Components:
+    """What a process runs on. ``supervisor`` holds its background jobs (none for ``web``
+    and ``cli``); ``worker`` is the turn worker among them, when there is one."""
+
+    settings: Settings
+    metrics: Metrics
+    store: Store
+    ledger: Ledger
+    twilio_token: str | None = None
+    llm: LLMClient | None = None
+    supervisor: Supervisor | None = None
+    worker: TurnWorker | None = None
+    senders: dict[str, Sender] = field(default_factory=dict)
 
 
 def dev_twilio_token(data_dir: Path) -> str:
@@ -49,9 +83,9 @@ def dev_twilio_token(data_dir: Path) -> str:
 
 @contextlib.asynccontextmanager
 async def open_store(settings: Settings) -> AsyncIterator[Store]:
-    """Redis and the Store alone (the CLIs need no more): ``REDIS_URL``, else the embedded
-    server under ``MEL_DATA_DIR`` — reused when a gateway already serves it, otherwise
-    started here and stopped after."""
+    """Redis and the Store alone: ``REDIS_URL``, else the embedded server under
+    ``MEL_DATA_DIR`` — reused when a gateway already serves it, otherwise started here
+    and stopped after."""
     url = settings.redis_url
     embedded: EmbeddedRedis | None = None
     if not url:
@@ -73,143 +107,183 @@ async def open_store(settings: Settings) -> AsyncIterator[Store]:
             await asyncio.to_thread(embedded.stop)
 
 
-class MeteredLLM:
-    """LLMClient decorator: counts calls, tokens and cost per profile into the metrics."""
-
-    def __init__(self, inner: LLMClient, metrics: Metrics) -> None:
-        self.inner = inner
-        self.metrics = metrics
-
-    async def complete(
-        self, profile: str, messages: Sequence[ChatMessage], **kwargs: Any
-    ) -> LLMResponse:
-        self.metrics.llm_calls.labels(profile).inc()
-        response = await self.inner.complete(profile, messages, **kwargs)
-        usage = response.usage
-        self.metrics.llm_tokens.labels(profile, "prompt").inc(usage.prompt_tokens)
-        self.metrics.llm_tokens.labels(profile, "completion").inc(usage.completion_tokens)
-        self.metrics.llm_cost.labels(profile).inc(usage.cost_micro_usd)
-        return response
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
-
-
-class Components:
-    """Everything the service runs on, opened and closed together."""
-
-    def __init__(self, settings: Settings, metrics: Metrics | None = None) -> None:
-        self.settings = settings
-        self.metrics = metrics or Metrics()
-        self._stack = AsyncExitStack()
-        self.redis: aioredis.Redis
-        self.store: Store
-        self.llm: LLMClient | None = None
-        self.conversation: SessionControl
-        self.ledger: Ledger
-        self.senders: dict[str, Sender] = {}
-        self.runner: TurnRunner
-        self.twilio_token: str | None = None
-
-    async def __aenter__(self) -> Components:
-        s = self.settings
-        try:
-            await self._open(s)
-        except BaseException:
-            await self._stack.aclose()
-            raise
-        return self
-
-    async def _open(self, s: Settings) -> None:
-        self.store = await self._stack.enter_async_context(open_store(s))
-        self.redis = self.store.redis
-        self.ledger = Ledger(self.redis, s.mel_redis_prefix)
-
-        profiles = load_profiles(s.llm_profiles_path)
-        llm = OpenAICompatibleLLM(profiles, base_url=s.llm_base_url, api_key=s.llm_api_key)
-        configured = llm.is_configured("agent")
-        if s.llm_cassette and s.llm_cassette_mode:
-            inner = llm if configured or s.llm_cassette_mode == "record" else None
-            try:
-                cassette = CassetteLLM(inner, s.llm_cassette, s.llm_cassette_mode)
-            except CassetteError as exc:
-                await llm.aclose()
-                raise ConfigError(str(exc)) from None
-            log.warning("llm.cassette", mode=s.llm_cassette_mode, path=str(s.llm_cassette))
-            self.llm = MeteredLLM(cassette, self.metrics)
-            self._stack.push_async_callback(self.llm.aclose)
-            if inner is None:
-                await llm.aclose()
-        elif configured:
-            self.llm = MeteredLLM(llm, self.metrics)
-            self._stack.push_async_callback(self.llm.aclose)
-        else:
-            await llm.aclose()
-            log.warning(
-                "llm.not_configured",
-                hint="set LLM_BASE_URL (and LLM_API_KEY) to an OpenAI-compatible endpoint; "
-                "until then unguarded turns get the 'assistant unavailable' reply",
+@contextlib.asynccontextmanager
+async def bootstrap(
+    settings: Settings, role: Role, *, metrics: Metrics | None = None
+) -> AsyncIterator[Components]:
+    """Open what ``role`` needs, yield it, close it all (in reverse order)."""
+    async with AsyncExitStack() as stack:
+        store = await stack.enter_async_context(open_store(settings))
+        c = Components(
+            settings=settings,
+            metrics=metrics or Metrics(),
+            store=store,
+            ledger=Ledger(store.redis, settings.mel_redis_prefix),
+        )
+        if role in ("serve", "web"):
+            c.twilio_token = _twilio_token(settings)
+        if role in ("serve", "worker", "psychologist"):
+            c.llm = await _open_llm(settings, c.metrics, stack)
+        if role in ("serve", "worker"):
+            c.senders = await _open_senders(settings, store, stack)
+            c.worker = _turn_worker(c)
+            consumers: list[StreamConsumer] = [c.worker]
+            webhook = _support_webhook(c)
+            if webhook is not None:
+                stack.push_async_callback(webhook.close)
+                consumers.append(webhook)
+            if settings.psychologist_enabled:
+                psychologist = _psychologist(c)
+                if psychologist is not None:
+                    consumers.append(psychologist)
+            else:
+                log.info("psychologist.disabled", reason="PSYCHOLOGIST_ENABLED=false")
+            c.supervisor = Supervisor(
+                consumers, _periodic_jobs(c), grace=settings.mel_shutdown_grace_seconds
             )
-        self.conversation = build_session_control(
-            self.llm,
-            self.ledger,
-            SessionControlConfig(
-                enabled=s.enable_route_stickiness,
-                profile=s.route_stickiness_llm_profile,
-                threshold=s.route_stickiness_confidence_threshold,
-                history_turns=s.route_stickiness_history_turns,
-                max_tokens=s.route_stickiness_max_tokens,
-                human_handoff_message=s.human_handoff_message,
-                end_session_message=s.end_session_message,
+        if role == "psychologist":
+            psychologist = _psychologist(c)
+            if psychologist is None:
+                raise ConfigError(
+                    "the psychologist needs an LLM: set LLM_BASE_URL (and LLM_API_KEY)"
+                )
+            c.supervisor = Supervisor([psychologist], grace=settings.mel_shutdown_grace_seconds)
+        yield c
+
+
+def _twilio_token(s: Settings) -> str | None:
+    """The secret Twilio deliveries are verified with (a local one in dev mode)."""
+    if s.twilio_enabled:
+        return s.twilio_auth_token
+    if s.dev_mode:
+        log.warning("dev_mode", hint="no provider configured: replies go to the local outbox")
+        return dev_twilio_token(s.mel_data_dir)
+    return None
+
+
+async def _open_llm(s: Settings, metrics: Metrics, stack: AsyncExitStack) -> LLMClient | None:
+    profiles = load_profiles(s.llm_profiles_path)
+    llm = OpenAICompatibleLLM(profiles, base_url=s.llm_base_url, api_key=s.llm_api_key)
+    stack.push_async_callback(llm.aclose)
+    configured = llm.is_configured("agent")
+    if s.llm_cassette and s.llm_cassette_mode:
+        inner = llm if configured or s.llm_cassette_mode == "record" else None
+        try:
+            cassette = CassetteLLM(inner, s.llm_cassette, s.llm_cassette_mode)
+        except CassetteError as exc:
+            raise ConfigError(str(exc)) from None
+        log.warning("llm.cassette", mode=s.llm_cassette_mode, path=str(s.llm_cassette))
+        return MeteredLLM(cassette, metrics)
+    if configured:
+        return MeteredLLM(llm, metrics)
+    log.warning(
+        "llm.not_configured",
+        hint="set LLM_BASE_URL (and LLM_API_KEY) to an OpenAI-compatible endpoint; "
+        "until then unguarded turns get the 'assistant unavailable' reply",
+    )
+    return None
+
+
+async def _open_senders(s: Settings, store: Store, stack: AsyncExitStack) -> dict[str, Sender]:
+    senders: dict[str, Sender] = {}
+    if s.twilio_sending:
+        senders["twilio"] = TwilioSender(
+            s.twilio_account_sid or "",
+            s.twilio_auth_token or "",
+            s.twilio_whatsapp_from or "",
+            api_base_url=s.twilio_api_base_url,
+            # delivery statuses come back to us, signed over the public URL
+            status_callback=(
+                f"{s.public_base_url}/webhooks/twilio/status" if s.public_base_url else None
             ),
         )
-
-        if s.twilio_enabled:
-            self.twilio_token = s.twilio_auth_token
-        elif s.dev_mode:
-            self.twilio_token = dev_twilio_token(s.mel_data_dir)
-            log.warning("dev_mode", hint="no provider configured: replies go to the local outbox")
-        self.senders = self._build_senders(s)
-        for sender in self.senders.values():
-            self._stack.push_async_callback(sender.close)
-        self.runner = TurnRunner(
-            self.conversation, self.metrics, support_available=s.support_available
+    elif s.twilio_enabled or s.dev_mode:
+        senders["twilio"] = OutboxSender(store.redis, store.keys.outbox)
+    if s.meta_access_token and s.meta_phone_number_id:
+        senders["meta"] = MetaSender(
+            s.meta_access_token,
+            s.meta_phone_number_id,
+            graph_base_url=s.meta_graph_base_url,
+            api_version=s.meta_api_version,
         )
+    elif s.meta_enabled:
+        senders["meta"] = OutboxSender(store.redis, store.keys.outbox)
+    for sender in senders.values():
+        stack.push_async_callback(sender.close)
+    return senders
 
-    def _build_senders(self, s: Settings) -> dict[str, Sender]:
-        senders: dict[str, Sender] = {}
-        if s.twilio_sending:
-            senders["twilio"] = TwilioSender(
-                s.twilio_account_sid or "",
-                s.twilio_auth_token or "",
-                s.twilio_whatsapp_from or "",
-                api_base_url=s.twilio_api_base_url,
-                # delivery statuses come back to us, signed over the public URL
-                status_callback=(
-                    f"{s.public_base_url}/webhooks/twilio/status" if s.public_base_url else None
-                ),
-            )
-        elif self.twilio_token:
-            senders["twilio"] = OutboxSender(self.redis, self.outbox_key)
-        if s.meta_access_token and s.meta_phone_number_id:
-            senders["meta"] = MetaSender(
-                s.meta_access_token,
-                s.meta_phone_number_id,
-                graph_base_url=s.meta_graph_base_url,
-                api_version=s.meta_api_version,
-            )
-        elif s.meta_enabled:
-            senders["meta"] = OutboxSender(self.redis, self.outbox_key)
-        return senders
 
-    @property
-    def outbox_key(self) -> str:
-        return f"{self.settings.mel_redis_prefix}:outbox"
+def _turn_worker(c: Components) -> TurnWorker:
+    s = c.settings
+    conversation = build_session_control(
+        c.llm,
+        c.ledger,
+        SessionControlConfig(
+            enabled=s.enable_route_stickiness,
+            profile=s.route_stickiness_llm_profile,
+            threshold=s.route_stickiness_confidence_threshold,
+            history_turns=s.route_stickiness_history_turns,
+            max_tokens=s.route_stickiness_max_tokens,
+            human_handoff_message=s.human_handoff_message,
+            end_session_message=s.end_session_message,
+        ),
+    )
+    return TurnWorker(
+        c.store,
+        TurnRunner(conversation, support_available=s.support_available),
+        c.senders,
+        metrics=c.metrics,
+        concurrency=s.mel_worker_concurrency,
+        claim_idle=s.mel_claim_idle_seconds,
+    )
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self._stack.aclose()
+
+def _support_webhook(c: Components) -> SupportWebhook | None:
+    s = c.settings
+    if not (s.support_webhook_url and s.support_webhook_secret):
+        return None
+    return SupportWebhook(
+        c.store,
+        s.support_webhook_url,
+        s.support_webhook_secret,
+        backoff=s.support_webhook_backoff_seconds,
+        claim_idle=s.mel_claim_idle_seconds,
+    )
+
+
+def _psychologist(c: Components) -> PsychologistWorker | None:
+    """The consumer as configured; None without an LLM; a bad rules file is a ConfigError."""
+    s = c.settings
+    if c.llm is None:
+        log.warning("psychologist.disabled", reason="no LLM configured (set LLM_BASE_URL)")
+        return None
+    try:
+        rules = load_rules(s.psychologist_rules_path)
+    except RulesError as exc:
+        raise ConfigError(f"PSYCHOLOGIST_RULES_PATH: {exc}") from None
+    return PsychologistWorker(
+        c.store,
+        Psychologist(c.llm),
+        rules=rules,
+        metrics=c.metrics,
+        max_attempts=s.psychologist_max_attempts,
+        backoff=s.psychologist_retry_backoff_seconds,
+        claim_idle=s.mel_claim_idle_seconds,
+    )
+
+
+def _periodic_jobs(c: Components) -> list[PeriodicJob]:
+    s = c.settings
+    return [
+        SessionSweeper(
+            c.store,
+            idle_timeout=s.session_idle_timeout,
+            handoff_timeout=s.handoff_timeout,
+            handoff_expired_message=s.handoff_expired_message,
+        ),
+        RawRetention(
+            c.store,
+            max_count=s.mel_raw_retention_count,
+            max_age_days=s.mel_raw_retention_days,
+        ),
+    ]

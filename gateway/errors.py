@@ -1,21 +1,25 @@
-"""The gateway's exceptions. One root; the HTTP middleware maps them to statuses."""
+"""The gateway's exceptions: one root, a subclass per kind of failure a client can meet.
+
+HTTP statuses are not here: ``gateway.http.errors`` maps every error root of the project
+(these, the channels', the store's) to a status in one table.
+"""
 
 from __future__ import annotations
 
 __all__ = [
+    "BadRequest",
     "ConfigError",
+    "Conflict",
     "GatewayError",
     "NotFound",
     "PayloadTooLarge",
     "ProviderDisabled",
-    "StoreUnavailable",
+    "Unavailable",
 ]
 
 
 class GatewayError(Exception):
-    """Root of the gateway's errors. ``status`` is the HTTP status it maps to."""
-
-    status = 500
+    """Root of the gateway's errors; ``message`` is what a client or an operator reads."""
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -26,19 +30,25 @@ class ConfigError(GatewayError):
     """A bad configuration value: the service refuses to start and says which."""
 
 
-class ProviderDisabled(GatewayError):
-    status = 404
-
-
-class PayloadTooLarge(GatewayError):
-    status = 413
-
-
-class StoreUnavailable(GatewayError):
-    """Redis is unreachable: answer 503 so the provider retries."""
-
-    status = 503
+class BadRequest(GatewayError):
+    """The request is malformed; the message says how."""
 
 
 class NotFound(GatewayError):
-    status = 404
+    """The thing asked for does not exist."""
+
+
+class ProviderDisabled(NotFound):
+    """A provider's webhook whose secret is not configured (the message names the variable)."""
+
+
+class Conflict(GatewayError):
+    """The request is valid but the state forbids it now (e.g. already taken)."""
+
+
+class PayloadTooLarge(GatewayError):
+    """A body over the configured limit."""
+
+
+class Unavailable(GatewayError):
+    """A dependency is missing or down: try again later."""

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-__all__ = ["Metrics"]
+from agent import ChatMessage, LLMClient, LLMResponse
+
+__all__ = ["MeteredLLM", "Metrics"]
 
 
 class Metrics:
@@ -63,3 +68,25 @@ class Metrics:
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+class MeteredLLM:
+    """LLMClient decorator: counts calls, tokens and cost per profile into the metrics."""
+
+    def __init__(self, inner: LLMClient, metrics: Metrics) -> None:
+        self.inner = inner
+        self.metrics = metrics
+
+    async def complete(
+        self, profile: str, messages: Sequence[ChatMessage], **kwargs: Any
+    ) -> LLMResponse:
+        self.metrics.llm_calls.labels(profile).inc()
+        response = await self.inner.complete(profile, messages, **kwargs)
+        usage = response.usage
+        self.metrics.llm_tokens.labels(profile, "prompt").inc(usage.prompt_tokens)
+        self.metrics.llm_tokens.labels(profile, "completion").inc(usage.completion_tokens)
+        self.metrics.llm_cost.labels(profile).inc(usage.cost_micro_usd)
+        return response
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()

@@ -14,6 +14,14 @@ from enum import StrEnum
 from typing import Final
 
 from agent.psychologist.errors import InvalidTransition
+from events import (
+    HypothesisAccepted,
+    HypothesisAcceptedForAnamnese,
+    HypothesisDismissed,
+    HypothesisProposed,
+    PsychologistAnalysisCompleted,
+    PsychologistAnalysisFailed,
+)
 
 __all__ = [
     "ANALYSIS_COMPLETED",
@@ -28,12 +36,12 @@ __all__ = [
     "event_for_transition",
 ]
 
-HYPOTHESIS_PROPOSED: Final = "psychologist.hypothesis_proposed"
-HYPOTHESIS_ACCEPTED: Final = "psychologist.hypothesis_accepted"
-HYPOTHESIS_ACCEPTED_FOR_ANAMNESE: Final = "psychologist.hypothesis_accepted_for_anamnese"
-HYPOTHESIS_DISMISSED: Final = "psychologist.hypothesis_dismissed"
-ANALYSIS_COMPLETED: Final = "psychologist.analysis_completed"
-ANALYSIS_FAILED: Final = "psychologist.analysis_failed"
+HYPOTHESIS_PROPOSED: Final = HypothesisProposed.TYPE
+HYPOTHESIS_ACCEPTED: Final = HypothesisAccepted.TYPE
+HYPOTHESIS_ACCEPTED_FOR_ANAMNESE: Final = HypothesisAcceptedForAnamnese.TYPE
+HYPOTHESIS_DISMISSED: Final = HypothesisDismissed.TYPE
+ANALYSIS_COMPLETED: Final = PsychologistAnalysisCompleted.TYPE
+ANALYSIS_FAILED: Final = PsychologistAnalysisFailed.TYPE
 PSYCHOLOGIST_EVENT_TYPES: Final = (
     HYPOTHESIS_PROPOSED,
     HYPOTHESIS_ACCEPTED,

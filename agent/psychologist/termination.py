@@ -24,6 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final, Literal, get_args
 
+from events import SessionClosed, SessionClosedAbnormally
+
 __all__ = [
     "ABNORMAL_CAUSES",
     "CLOSE_EVENT_TYPES",
@@ -35,8 +37,8 @@ __all__ = [
     "classify_termination",
 ]
 
-SESSION_CLOSED: Final = "session.closed"
-SESSION_CLOSED_ABNORMALLY: Final = "session.closed_abnormally"
+SESSION_CLOSED: Final = SessionClosed.TYPE
+SESSION_CLOSED_ABNORMALLY: Final = SessionClosedAbnormally.TYPE
 CLOSE_EVENT_TYPES: Final = frozenset({SESSION_CLOSED, SESSION_CLOSED_ABNORMALLY})
 """The event types that trigger an analysis."""
 

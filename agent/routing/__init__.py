@@ -34,6 +34,7 @@ from agent.routing.continuity import (
     ContinuitySignal,
     Decision,
 )
+from agent.routing.route import Route
 from agent.routing.router import EnterpriseRouter, RouteDecision, RouteMethod
 from agent.routing.session_control import (
     EVENT_END_REQUESTED,
@@ -78,6 +79,7 @@ __all__ = [
     "DomainAgents",
     "EnterpriseRouter",
     "Intent",
+    "Route",
     "RouteDecision",
     "RouteMethod",
     "RouteState",

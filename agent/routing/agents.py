@@ -147,6 +147,15 @@ class DomainAgent:
         self.max_tool_rounds = max_tool_rounds
         self.clock = clock
         self.tools = tools if tools is not None else registry_for(spec.tool_names)
+        self.chat = AgentChat(
+            llm,
+            self.tools,
+            ledger,
+            profile=profile,
+            system_prompt=self.system_prompt,
+            max_tool_rounds=max_tool_rounds,
+            clock=clock,
+        )
 
     @property
     def name(self) -> str:
@@ -170,18 +179,6 @@ class DomainAgent:
             now or self.clock(), focus=self.spec.focus, capabilities=self.capability_description
         )
 
-    def chat(self) -> AgentChat:
-        """The agent's :class:`AgentChat`, its prompt dated today (built per turn: cheap)."""
-        return AgentChat(
-            self.llm,
-            self.tools,
-            self.ledger,
-            profile=self.profile,
-            system_prompt=self.system_prompt(),
-            max_tool_rounds=self.max_tool_rounds,
-            clock=self.clock,
-        )
-
     async def ask(
         self,
         messages: Sequence[ChatMessage],
@@ -190,12 +187,23 @@ class DomainAgent:
         thread_id: str | None = None,
         household_id: str | None = None,
     ) -> AskResult:
-        return await self.chat().ask(
+        """Guard, then the model (``AgentChat.ask``), with this agent's prompt and tools."""
+        return await self.chat.ask(
             messages,
             past_turns_without_tool_call,
             thread_id=thread_id,
             household_id=household_id,
         )
+
+    async def answer(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        thread_id: str | None = None,
+        household_id: str | None = None,
+    ) -> AskResult:
+        """The model alone (``AgentChat.answer``): for session control, which ran the guard."""
+        return await self.chat.answer(messages, thread_id=thread_id, household_id=household_id)
 
     def card(self) -> dict[str, Any]:
         """What the router and the classifier are told about this agent."""

@@ -38,6 +38,7 @@ from agent.prompts import CONTINUITY_SYSTEM_PROMPT
 from agent.routing._context import current_message, parse_json_object, recent_turns
 from agent.routing.agents import DomainAgents
 from agent.routing.config import SessionControlConfig
+from events import RouterContinuity
 
 __all__ = [
     "CONTINUE",
@@ -102,22 +103,24 @@ class ContinuitySignal:
         """Whether the enterprise router is skipped (CONTINUE, or a global node)."""
         return self.decision != ROUTE
 
+    def event(self) -> RouterContinuity:
+        """The ``router.continuity`` event (its data is also the turn's
+        ``continuity_signal``)."""
+        return RouterContinuity(
+            decision=self.decision,
+            confidence=self.confidence,
+            active_agent=self.active_agent,
+            route_bypassed=self.route_bypassed,
+            profile_name=self.profile_name,
+            model_decision=self.model_decision,
+            accepted=self.accepted,
+            reason=self.reason,
+            latency_ms=self.latency_ms,
+        )
+
     def event_data(self) -> dict[str, Any]:
         """The ``router.continuity`` event's data (also the turn's ``continuity_signal``)."""
-        data: dict[str, Any] = {
-            "decision": self.decision,
-            "confidence": self.confidence,
-            "active_agent": self.active_agent,
-            "route_bypassed": self.route_bypassed,
-            "profile_name": self.profile_name,
-            "model_decision": self.model_decision,
-            "accepted": self.accepted,
-        }
-        if self.reason is not None:
-            data["reason"] = self.reason
-        if self.latency_ms is not None:
-            data["latency_ms"] = self.latency_ms
-        return data
+        return self.event().data()
 
 
 class ContinuityClassifier:

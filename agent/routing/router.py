@@ -25,6 +25,8 @@ from agent.messages import ChatMessage
 from agent.prompts import ROUTER_SYSTEM_PROMPT
 from agent.routing._context import current_message, parse_json_object, recent_messages
 from agent.routing.agents import DomainAgents
+from agent.routing.route import Route
+from events import RouterRouted
 
 __all__ = ["EnterpriseRouter", "RouteDecision", "RouteMethod"]
 
@@ -50,37 +52,26 @@ class RouteDecision:
     latency_ms: int | None = None
     profile: str = "router"
 
-    def event_data(self) -> dict[str, Any]:
-        """The ``router.routed`` event's data."""
-        data: dict[str, Any] = {
-            "route": self.route,
-            "intent": self.intent,
-            "domain": self.domain,
-            "method": self.method,
-        }
-        if self.confidence is not None:
-            data["confidence"] = self.confidence
-        if self.reason is not None:
-            data["reason"] = self.reason
-        if self.latency_ms is not None:
-            data["latency_ms"] = self.latency_ms
-        return data
+    def event(self) -> RouterRouted:
+        """The ``router.routed`` event."""
+        return RouterRouted(
+            route=self.route,
+            intent=self.intent,
+            domain=self.domain,
+            method=self.method,
+            confidence=self.confidence,
+            reason=self.reason,
+            latency_ms=self.latency_ms,
+        )
 
-    def as_dict(self) -> dict[str, Any]:
-        """The turn's ``route_decision``."""
+    def as_route(self) -> Route:
+        """The turn's route decision."""
         metadata: dict[str, Any] = {}
         if self.confidence is not None:
             metadata["confidence"] = self.confidence
         if self.reason is not None:
             metadata["reason"] = self.reason
-        return {
-            "route": self.route,
-            "intent": self.intent,
-            "domain": self.domain,
-            "method": self.method,
-            "route_bypassed": False,
-            "metadata": metadata,
-        }
+        return Route(self.route, self.intent, self.domain, self.method, metadata=metadata)
 
 
 class _RouterAnswer(BaseModel):

@@ -56,6 +56,7 @@ from agent.dates import now_sao_paulo
 from agent.ledger import Ledger
 from agent.llm import LLMClient, Usage
 from agent.messages import ChatMessage
+from agent.outcomes import Outcome
 from agent.routing.agents import DomainAgent, DomainAgents, build_domain_agents
 from agent.routing.config import SessionControlConfig
 from agent.routing.continuity import (
@@ -65,7 +66,16 @@ from agent.routing.continuity import (
     ContinuityClassifier,
     ContinuitySignal,
 )
+from agent.routing.route import Route
 from agent.routing.router import EnterpriseRouter, RouteDecision
+from events import (
+    GuardPreempted,
+    HumanHandoffRequested,
+    Payload,
+    RouterContinuity,
+    RouterRouted,
+    SessionEndRequested,
+)
 from guard import GUARD_RESPONSE_HUMAN_REQUEST, ConversationGuard, GuardInput, GuardVerdict
 
 __all__ = [
@@ -85,15 +95,13 @@ __all__ = [
 
 log = structlog.get_logger(__name__)
 
-EVENT_GUARD_PREEMPTED: Final = "guard.preempted"
-EVENT_ROUTER_CONTINUITY: Final = "router.continuity"
-EVENT_ROUTER_ROUTED: Final = "router.routed"
-EVENT_HUMAN_HANDOFF_REQUESTED: Final = "session.human_handoff.requested"
-EVENT_END_REQUESTED: Final = "session.end.requested"
+EVENT_GUARD_PREEMPTED: Final = GuardPreempted.TYPE
+EVENT_ROUTER_CONTINUITY: Final = RouterContinuity.TYPE
+EVENT_ROUTER_ROUTED: Final = RouterRouted.TYPE
+EVENT_HUMAN_HANDOFF_REQUESTED: Final = HumanHandoffRequested.TYPE
+EVENT_END_REQUESTED: Final = SessionEndRequested.TYPE
 NEXT_STATE_HUMAN_HANDOFF_REQUESTED: Final = "HUMAN_HANDOFF_REQUESTED"
 NEXT_STATE_SESSION_ENDED: Final = "SESSION_ENDED"
-
-Event = tuple[str, dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -128,25 +136,24 @@ class RouteState:
 class TurnResult:
     """Everything one turn produced, for the gateway to deliver, publish and persist.
 
-    ``outcome``: ``"preempt:<kind>"`` (the guard answered; ``preempt:human-request`` also
-    ran the handoff node), ``"agent"`` / ``"tool_limit"`` / ``"unavailable"`` / ``"error"``
-    (a domain agent's :class:`~agent.chat.AskOutcome`), ``"human_handoff"`` or
-    ``"end_session"`` (a global node chosen by the classifier). ``events`` are in the
-    order they happened; the gateway publishes them with the turn.
+    ``outcome``: a guard preempt (``preempt:human-request`` also ran the handoff node), a
+    domain agent's outcome, or a global node the classifier chose (``human_handoff``,
+    ``end_session``). ``events`` are in the order they happened; the gateway publishes
+    them with the turn.
     """
 
     reply: ChatMessage
-    outcome: str
+    outcome: Outcome
     verdict: GuardVerdict | None
     ask: AskResult | None
-    route_decision: dict[str, Any] | None
+    route_decision: Route | None
     continuity_signal: dict[str, Any] | None
     session_control: str | None
     human_handoff_requested: bool
     session_ended: bool
     next_state: str | None
     state: RouteState
-    events: tuple[Event, ...]
+    events: tuple[Payload, ...]
     usage: Usage = field(default_factory=Usage)
     usage_by_profile: dict[str, Usage] = field(default_factory=dict)
     llm_calls: int = 0
@@ -160,7 +167,7 @@ class TurnResult:
     @property
     def route_bypassed(self) -> bool:
         """Whether the enterprise router was skipped by the continuity classifier's say."""
-        return bool(self.route_decision and self.route_decision.get("route_bypassed"))
+        return self.route_decision is not None and self.route_decision.route_bypassed
 
     @property
     def preempted(self) -> bool:
@@ -237,8 +244,8 @@ class SessionControl:
         log.info(
             "session_control.turn",
             outcome=result.outcome,
-            route=(result.route_decision or {}).get("route"),
-            method=(result.route_decision or {}).get("method"),
+            route=result.route_decision.route if result.route_decision else None,
+            method=result.route_decision.method if result.route_decision else None,
             route_bypassed=result.route_bypassed,
             session_control=result.session_control,
             llm_calls=result.llm_calls,
@@ -256,20 +263,20 @@ class SessionControl:
         household_id: str | None,
         support_available: bool,
     ) -> TurnResult:
-        events: list[Event] = []
+        events: list[Payload] = []
         costs = _Costs()
         verdict = ConversationGuard.evaluate(
             GuardInput(messages=list(messages), past_turns_without_tool_call=past)
         )
-        if verdict.preempt:
-            events.append((EVENT_GUARD_PREEMPTED, {"kind": verdict.kind}))
+        if verdict.preempt and verdict.kind is not None:
+            events.append(GuardPreempted(kind=verdict.kind))
             if verdict.kind == "human-request":
                 return self._handoff(
                     "guard", state, events, costs, support_available, verdict=verdict
                 )
             return _result(
                 verdict.response or "",
-                f"preempt:{verdict.kind}",
+                Outcome.preempt(verdict.kind),
                 state,
                 events,
                 costs,
@@ -279,7 +286,7 @@ class SessionControl:
         if self.llm is None:
             decision = self.router.fallback("no LLM configured")
             return await self._answer_routed(
-                decision, messages, past, events, costs, thread_id, household_id
+                decision, messages, events, costs, thread_id, household_id
             )
 
         active = self.agents.get(state.active_agent)
@@ -293,7 +300,7 @@ class SessionControl:
                 previous_domain=state.previous_domain,
             )
             costs.add(signal.profile_name, signal.usage, signal.llm_calls)
-            events.append((EVENT_ROUTER_CONTINUITY, signal.event_data()))
+            events.append(signal.event())
             if signal.decision == HUMAN_HANDOFF:
                 return self._handoff(
                     "continuity", state, events, costs, support_available, signal=signal
@@ -301,21 +308,20 @@ class SessionControl:
             if signal.decision == END_SESSION:
                 return self._end(state, events, costs, signal)
             if signal.decision == CONTINUE and active is not None:
-                route_decision = {
-                    "route": active.name,
-                    "intent": state.previous_intent,
-                    "domain": active.domain,
-                    "method": "continuity",
-                    "route_bypassed": True,
-                    "metadata": {"confidence": signal.confidence},
-                }
+                route_decision = Route(
+                    active.name,
+                    state.previous_intent,
+                    active.domain,
+                    "continuity",
+                    route_bypassed=True,
+                    metadata={"confidence": signal.confidence},
+                )
                 next_state = RouteState(active.name, state.previous_intent, active.domain)
                 return await self._answer(
                     active,
                     route_decision,
                     next_state,
                     messages,
-                    past,
                     events,
                     costs,
                     thread_id,
@@ -325,30 +331,28 @@ class SessionControl:
 
         decision = await self.router.route(messages)
         return await self._answer_routed(
-            decision, messages, past, events, costs, thread_id, household_id, signal
+            decision, messages, events, costs, thread_id, household_id, signal
         )
 
     async def _answer_routed(
         self,
         decision: RouteDecision,
         messages: Sequence[ChatMessage],
-        past: int | None,
-        events: list[Event],
+        events: list[Payload],
         costs: _Costs,
         thread_id: str | None,
         household_id: str | None,
         signal: ContinuitySignal | None = None,
     ) -> TurnResult:
         costs.add(decision.profile, decision.usage, decision.llm_calls)
-        events.append((EVENT_ROUTER_ROUTED, decision.event_data()))
+        events.append(decision.event())
         agent = self.agents.get(decision.route) or self.agents.default
         next_state = RouteState(agent.name, decision.intent, agent.domain)
         return await self._answer(
             agent,
-            decision.as_dict(),
+            decision.as_route(),
             next_state,
             messages,
-            past,
             events,
             costs,
             thread_id,
@@ -359,24 +363,20 @@ class SessionControl:
     async def _answer(
         self,
         agent: DomainAgent,
-        route_decision: dict[str, Any],
+        route_decision: Route,
         next_state: RouteState,
         messages: Sequence[ChatMessage],
-        past: int | None,
-        events: list[Event],
+        events: list[Payload],
         costs: _Costs,
         thread_id: str | None,
         household_id: str | None,
         signal: ContinuitySignal | None,
     ) -> TurnResult:
-        ask = await agent.ask(messages, past, thread_id=thread_id, household_id=household_id)
+        ask = await agent.answer(messages, thread_id=thread_id, household_id=household_id)
         costs.add(agent.profile, ask.usage, ask.llm_calls)
-        outcome: str = ask.outcome
-        if ask.verdict is not None and ask.verdict.preempt:  # cannot happen: same guard input
-            outcome = f"preempt:{ask.verdict.kind}"
         return _result(
             ask.reply,
-            outcome,
+            ask.outcome,
             next_state,
             events,
             costs,
@@ -390,7 +390,7 @@ class SessionControl:
         self,
         source: str,
         state: RouteState,
-        events: list[Event],
+        events: list[Payload],
         costs: _Costs,
         support_available: bool,
         *,
@@ -401,29 +401,28 @@ class SessionControl:
         reply = (
             self.config.human_handoff_message if support_available else GUARD_RESPONSE_HUMAN_REQUEST
         )
-        data: dict[str, Any] = {
-            "source": source,
-            **state.as_dict(),
-            "support_available": support_available,
-            "reply": "human_handoff_message" if support_available else "no_support_available",
-        }
-        if signal is not None:
-            data["confidence"] = signal.confidence
-        if verdict is not None:
-            data["guard_kind"] = verdict.kind
-        events.append((EVENT_HUMAN_HANDOFF_REQUESTED, data))
-        route_decision = {
-            "route": "human_handoff",
-            "intent": "human_handoff",
-            "domain": None,
-            "method": "guard" if source == "guard" else "continuity",
-            "route_bypassed": True,
-            "handoff": True,
-            "metadata": {"session_control": HUMAN_HANDOFF, "route_bypassed": True},
-        }
+        events.append(
+            HumanHandoffRequested(
+                source=source,
+                **state.as_dict(),
+                support_available=support_available,
+                reply="human_handoff_message" if support_available else "no_support_available",
+                confidence=signal.confidence if signal is not None else None,
+                guard_kind=verdict.kind if verdict is not None else None,
+            )
+        )
+        route_decision = Route(
+            "human_handoff",
+            "human_handoff",
+            None,
+            "guard" if source == "guard" else "continuity",
+            route_bypassed=True,
+            handoff=True,
+            metadata={"session_control": HUMAN_HANDOFF, "route_bypassed": True},
+        )
         return _result(
             reply,
-            f"preempt:{verdict.kind}" if verdict is not None else "human_handoff",
+            Outcome.PREEMPT_HUMAN_REQUEST if verdict is not None else Outcome.HUMAN_HANDOFF,
             state,
             events,
             costs,
@@ -436,28 +435,27 @@ class SessionControl:
         )
 
     def _end(
-        self, state: RouteState, events: list[Event], costs: _Costs, signal: ContinuitySignal
+        self, state: RouteState, events: list[Payload], costs: _Costs, signal: ContinuitySignal
     ) -> TurnResult:
         """The global ``end_session`` node: no domain agent, no tool; the route state is
         cleared. Its event is in the turn's events, which the gateway publishes before it
         persists the turn."""
         events.append(
-            (
-                EVENT_END_REQUESTED,
-                {"source": "continuity", **state.as_dict(), "confidence": signal.confidence},
+            SessionEndRequested(
+                source="continuity", **state.as_dict(), confidence=signal.confidence
             )
         )
-        route_decision = {
-            "route": "end_session",
-            "intent": "end_session",
-            "domain": None,
-            "method": "continuity",
-            "route_bypassed": True,
-            "metadata": {"session_control": END_SESSION, "route_bypassed": True},
-        }
+        route_decision = Route(
+            "end_session",
+            "end_session",
+            None,
+            "continuity",
+            route_bypassed=True,
+            metadata={"session_control": END_SESSION, "route_bypassed": True},
+        )
         return _result(
             self.config.end_session_message,
-            "end_session",
+            Outcome.END_SESSION,
             RouteState(),
             events,
             costs,
@@ -471,14 +469,14 @@ class SessionControl:
 
 def _result(
     reply: str | ChatMessage,
-    outcome: str,
+    outcome: Outcome,
     state: RouteState,
-    events: list[Event],
+    events: list[Payload],
     costs: _Costs,
     *,
     verdict: GuardVerdict | None = None,
     ask: AskResult | None = None,
-    route_decision: dict[str, Any] | None = None,
+    route_decision: Route | None = None,
     signal: ContinuitySignal | None = None,
     session_control: str | None = None,
     human_handoff_requested: bool = False,

@@ -22,7 +22,7 @@ from aiohttp import web
 from channels import compute_twilio_signature
 from gateway.bootstrap import dev_twilio_token, open_store
 from gateway.settings import Settings
-from gateway.store.threads import Store
+from gateway.store import Store
 
 __all__ = ["run_chat"]
 
@@ -62,9 +62,7 @@ async def run_chat(settings: Settings, args: argparse.Namespace) -> int:
         opener = open_store(settings) if up else _local_gateway(settings)
         async with opener as store:
             print(f"mel gateway at {url} — escreva sua mensagem (Ctrl-D para sair)")
-            last = (await store.redis.xinfo_stream(store.keys.events))["last-generated-id"] \
-                if await store.redis.exists(store.keys.events) else "0-0"  # fmt: skip
-            cursor = last.decode() if isinstance(last, bytes) else str(last)
+            cursor = await store.events.last_id()
             while True:
                 try:
                     line = await asyncio.to_thread(input, "você: ")
@@ -97,7 +95,7 @@ async def _print_reply(store: Store, cursor: str, sid: str, timeout: float) -> s
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while loop.time() < deadline:
-        for event in await store.read_events(cursor, block_ms=1000):
+        for event in await store.events.read(cursor, block_ms=1000):
             cursor = event["id"]
             data = event["data"]
             if data.get("in_reply_to") != sid:

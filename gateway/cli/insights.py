@@ -139,7 +139,7 @@ async def _wait_outcome(
     deadline = loop.time() + timeout
     cursor = request_id
     while (left := deadline - loop.time()) > 0:
-        batch = await db.store.read_events(cursor, count=500, block_ms=int(min(left, 1.0) * 1000))
+        batch = await db.store.events.read(cursor, count=500, block_ms=int(min(left, 1.0) * 1000))
         for env in batch:
             cursor = env["id"]
             data = env["data"]

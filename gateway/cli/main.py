@@ -4,19 +4,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
-import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 import structlog
-from aiohttp import web
 
 from gateway.errors import ConfigError
 from gateway.logs import configure_logging
 from gateway.replay import add_replay_parser
-from gateway.settings import Settings, load_settings
+from gateway.settings import load_settings
 
 __all__ = ["main"]
 
@@ -85,22 +82,6 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-async def _freeze_startup_objects(_app: web.Application | None) -> None:
-    """Everything built at start-up lives as long as the process: move it out of the
-    garbage collector's sight, so collections during load stay short (tail latency)."""
-    gc.collect()
-    gc.freeze()
-
-
-def _fast_event_loop() -> None:
-    """uvloop when available (Linux, macOS): a faster event loop for serve and worker."""
-    try:
-        import uvloop
-    except ImportError:  # pragma: no cover - e.g. Windows
-        return
-    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
@@ -109,15 +90,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"mel-gateway: {exc}", file=sys.stderr)
         return 2
     configure_logging(settings.mel_log_format, settings.mel_log_level)
-    if args.command in ("serve", "worker", "psychologist"):
-        _fast_event_loop()
     try:
-        if args.command == "serve":
-            return _serve(settings, args)
-        if args.command == "worker":
-            return asyncio.run(_worker(settings))
-        if args.command == "psychologist":
-            return asyncio.run(_psychologist(settings))
+        if args.command in ("serve", "worker", "psychologist"):
+            from gateway.cli.serve import run_process
+
+            return run_process(settings, args)
         if args.command == "insights":
             from gateway.cli.insights import run_insights
 
@@ -135,84 +112,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return asyncio.run(run_watch(settings, args))
         if args.command == "ledger":
-            return asyncio.run(_ledger_import(settings, args.file, args.household))
+            from gateway.cli.ledger import run_ledger_import
+
+            return asyncio.run(run_ledger_import(settings, args.file, args.household))
     except ConfigError as exc:
         print(f"mel-gateway: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
     return 1  # pragma: no cover - argparse enforces a command
-
-
-def _serve(settings: Settings, args: argparse.Namespace) -> int:
-    from gateway.http.app import create_app
-
-    host = args.host or settings.host
-    port = args.port if args.port is not None else settings.port
-    app = create_app(settings, run_worker=not args.no_worker)
-    app.on_startup.append(_freeze_startup_objects)
-    log.info("serve.start", host=host, port=port, worker=not args.no_worker)
-    web.run_app(
-        app,
-        host=host,
-        port=port,
-        access_log=None,
-        print=None,
-        shutdown_timeout=settings.mel_shutdown_grace_seconds,
-    )
-    return 0
-
-
-async def _worker(settings: Settings) -> int:
-    from gateway.bootstrap import Components
-    from gateway.workers.services import Services
-
-    async with Components(settings) as c:
-        services = Services(c, settings)
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, services.worker.stop)
-        log.info("worker.start", consumer=services.worker.consumer)
-        services.start()
-        await _freeze_startup_objects(None)
-        await services.worker.stopped()
-        await services.stop()
-    return 0
-
-
-async def _psychologist(settings: Settings) -> int:
-    """The consumer alone (whatever PSYCHOLOGIST_ENABLED says: that one is for serve and
-    worker). SIGTERM/SIGINT: stop reading, drain in-flight analyses, exit."""
-    from gateway.bootstrap import Components
-    from gateway.workers.psychologist import psychologist_worker
-
-    async with Components(settings) as c:
-        if c.llm is None:
-            print(
-                "mel-gateway: the psychologist needs an LLM: set LLM_BASE_URL (and LLM_API_KEY)",
-                file=sys.stderr,
-            )
-            return 2
-        worker = psychologist_worker(c.store, c.llm, settings, metrics=c.metrics)
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, worker.stop)
-        running = asyncio.create_task(worker.run(), name="psychologist")
-        stopping = asyncio.create_task(worker.stopped())
-        await asyncio.wait({running, stopping}, return_when=asyncio.FIRST_COMPLETED)
-        await worker.drain(settings.mel_shutdown_grace_seconds)
-        stopping.cancel()
-        await running  # a crash of the consumer itself surfaces here
-    return 0
-
-
-async def _ledger_import(settings: Settings, path: Path, household: str) -> int:
-    from agent import import_csv
-    from gateway.bootstrap import Components
-
-    async with Components(settings) as c:
-        report = await import_csv(c.ledger, path, household)
-    print(report.summary())
-    for error in report.errors:
-        print(f"  {path}:{error.line}: {error.message}", file=sys.stderr)
-    return 0 if not report.errors else 1

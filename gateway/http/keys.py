@@ -10,14 +10,11 @@ if TYPE_CHECKING:
     from gateway.bootstrap import Components
     from gateway.metrics import Metrics
     from gateway.settings import Settings
-    from gateway.store.threads import Store
-    from gateway.workers.turns import Worker
+    from gateway.store import Store
 
-__all__ = ["COMPONENTS", "METRICS", "SETTINGS", "STORE", "TWILIO_TOKEN", "WORKER"]
+__all__ = ["COMPONENTS", "METRICS", "SETTINGS", "STORE"]
 
 SETTINGS: web.AppKey[Settings] = web.AppKey("settings")
 METRICS: web.AppKey[Metrics] = web.AppKey("metrics")
-STORE: web.AppKey[Store] = web.AppKey("store")
 COMPONENTS: web.AppKey[Components] = web.AppKey("components")
-WORKER: web.AppKey[Worker | None] = web.AppKey("worker")
-TWILIO_TOKEN: web.AppKey[str | None] = web.AppKey("twilio_token")
+STORE: web.AppKey[Store] = web.AppKey("store")

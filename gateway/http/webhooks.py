@@ -10,7 +10,6 @@ import contextlib
 import json
 import time
 from collections.abc import Sequence
-from typing import Any
 from urllib.parse import parse_qsl
 
 import structlog
@@ -31,9 +30,12 @@ from channels import (
     verify_meta_subscription,
     verify_twilio_signature,
 )
-from gateway.errors import PayloadTooLarge, ProviderDisabled, StoreUnavailable
-from gateway.http.keys import METRICS, SETTINGS, STORE, TWILIO_TOKEN
-from gateway.store.threads import NewEvent, StoreDown, utc_now_iso
+from events import MessageStatus
+from gateway.clock import utc_now_iso
+from gateway.conversation.thread import StoredMessage
+from gateway.errors import PayloadTooLarge, ProviderDisabled
+from gateway.http.keys import COMPONENTS, METRICS, SETTINGS, STORE
+from gateway.store import Ingest, Intake, StoreDown
 
 __all__ = ["routes"]
 
@@ -115,8 +117,8 @@ async def _refuse(delivery: Delivery, status: int, reason: str) -> web.Response:
     app[METRICS].webhooks.labels(delivery.provider, str(status)).inc()
     log.info("webhook.refused", provider=delivery.provider, status=status, reason=reason)
     if status != 503:
-        with contextlib.suppress(*StoreDown):
-            await app[STORE].record_raw(delivery.record(status, reason))
+        with contextlib.suppress(StoreDown):
+            await app[STORE].ingest.record_raw(delivery.record(status, reason))
     return web.json_response({"error": reason}, status=status)
 
 
@@ -132,11 +134,8 @@ async def _accept(delivery: Delivery, parsed: ParsedDelivery, ok: web.Response) 
         structlog.contextvars.bind_contextvars(
             thread_id=mask_thread_id(delivery.thread_ids[0]), message_id=delivery.message_ids[0]
         )
-    try:
-        status_events = await _status_events(store, parsed.statuses)
-        new = await store.ingest(messages, delivery.record(ok.status), status_events)
-    except StoreDown as exc:
-        raise StoreUnavailable(f"message store unavailable: {exc}") from None
+    status_events = await _status_events(store.ingest, parsed.statuses)
+    new = await store.ingest.store(Intake(messages, delivery.record(ok.status), status_events))
     dupes = [m for m, is_new in zip(delivery.message_ids, new, strict=True) if not is_new]
     app[METRICS].webhooks.labels(delivery.provider, str(ok.status)).inc()
     log.info(
@@ -150,34 +149,32 @@ async def _accept(delivery: Delivery, parsed: ParsedDelivery, ok: web.Response) 
 
 
 async def _status_events(
-    store: Any, statuses: Sequence[StatusUpdate]
-) -> list[tuple[str, str, NewEvent]]:
+    ingest: Ingest, statuses: Sequence[StatusUpdate]
+) -> list[tuple[str, str, MessageStatus]]:
     if not statuses:
         return []
-    found = await store.lookup_sent([s.provider_message_id for s in statuses])
+    found = await ingest.lookup_sent([s.provider_message_id for s in statuses])
     out = []
     for status, where in zip(statuses, found, strict=True):
         thread_id, in_reply_to, session_id = where if where else ("", "", "")
-        data = {
-            "provider_message_id": status.provider_message_id,
-            "status": status.status,
-            "in_reply_to": in_reply_to or None,
-            "error_code": status.error_code,
-            "error_message": status.error_message,
-            "provider_timestamp": status.timestamp.isoformat(),
-        }
-        out.append((thread_id, session_id, NewEvent("message.status", data)))
+        event = MessageStatus(
+            provider_message_id=status.provider_message_id,
+            status=status.status,
+            in_reply_to=in_reply_to or None,
+            error_code=status.error_code,
+            error_message=status.error_message,
+            provider_timestamp=status.timestamp.isoformat(),
+        )
+        out.append((thread_id, session_id, event))
     return out
 
 
 def _inbox_json(msg: InboundMessage, delivery: Delivery) -> str:
-    data = msg.model_dump(mode="json")
-    data["received_at"] = delivery.received_at
-    return json.dumps(data, ensure_ascii=False)
+    return StoredMessage(message=msg, received_at=delivery.received_at).model_dump_json()
 
 
 def _twilio_token(request: web.Request) -> str:
-    token = request.app[TWILIO_TOKEN]
+    token = request.app[COMPONENTS].twilio_token
     if not token:
         raise ProviderDisabled("Twilio webhook disabled: set TWILIO_AUTH_TOKEN to enable it")
     return token

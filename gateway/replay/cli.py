@@ -38,8 +38,8 @@ from gateway.replay.redact import Redactor
 from gateway.replay.resign import FreshIds, Secrets, prepare
 from gateway.replay.sender import SendOptions, run_send
 from gateway.settings import Settings
+from gateway.store import Keys
 from gateway.store.embedded import EmbeddedRedis
-from gateway.store.threads import Keys
 
 __all__ = ["CONFIRM_ABOVE", "LIST_LIMIT", "add_replay_parser", "arun_replay", "run_replay"]
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from gateway.replay.records import RawDelivery, mask_thread
 from gateway.replay.resign import FreshIds, Prepared
 from gateway.replay.sender import Outcome, SendOptions, SendReport, run_send
-from gateway.store.threads import Keys, envelope
+from gateway.store import Keys, envelope
 
 if TYPE_CHECKING:
     import redis.asyncio as aioredis

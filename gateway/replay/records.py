@@ -30,7 +30,7 @@ from channels import (
     parse_twilio_message,
     parse_twilio_status,
 )
-from gateway.store.threads import as_str
+from gateway.store import as_str
 
 if TYPE_CHECKING:
     import redis.asyncio as aioredis

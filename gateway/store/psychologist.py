@@ -34,20 +34,15 @@ session would change it, and a reanalysis would read its own previous analysis.
 from __future__ import annotations
 
 import json
-import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import structlog
-from redis.exceptions import ResponseError
 
 from agent.psychologist import (
-    ANALYSIS_COMPLETED,
-    ANALYSIS_FAILED,
     CLOSE_EVENT_TYPES,
-    HYPOTHESIS_PROPOSED,
     AnalysisOutcome,
     HypothesisIn,
     HypothesisStatus,
@@ -57,8 +52,21 @@ from agent.psychologist import (
     event_for_transition,
     tier_named,
 )
-from gateway.errors import GatewayError, NotFound
-from gateway.store.threads import _EMIT, NewEvent, Store, as_str, utc_now_iso
+from events import (
+    HypothesisProposed,
+    PsychologistAnalysisCompleted,
+    PsychologistAnalysisFailed,
+    ReanalysisRequested,
+    payload_type,
+)
+from gateway.clock import now_ms, utc_now_iso
+from gateway.errors import Conflict, NotFound, Unavailable
+from gateway.store._codec import as_str, dumps
+from gateway.store.errors import translates_redis_errors
+from gateway.store.events import encode_events
+
+if TYPE_CHECKING:
+    from gateway.store import Store
 
 __all__ = [
     "GROUP",
@@ -77,7 +85,7 @@ __all__ = [
 log = structlog.get_logger("gateway.store.psychologist")
 
 GROUP: Final = "psychologist"
-REANALYSIS_REQUESTED: Final = "psychologist.reanalysis_requested"
+REANALYSIS_REQUESTED: Final = ReanalysisRequested.TYPE
 TRIGGER_TYPES: Final = CLOSE_EVENT_TYPES | {REANALYSIS_REQUESTED}
 """The event types the consumer acts on."""
 
@@ -98,35 +106,21 @@ class UnknownHypothesis(NotFound):
         super().__init__(f"unknown hypothesis {hypothesis_id!r}")
 
 
-class SessionNotClosed(GatewayError):
+class SessionNotClosed(Conflict):
     """A reanalysis of a session that has not closed (nothing to analyse yet)."""
 
-    status = 409
 
-
-class PsychologistUnavailable(GatewayError):
+class PsychologistUnavailable(Unavailable):
     """No psychologist consumer has ever run on this Redis: a request would never be read."""
 
-    status = 503
 
-
-class AnalysisConflict(GatewayError):
+class AnalysisConflict(Conflict):
     """The current analysis kept changing under a manual reanalysis (retry it)."""
-
-    status = 409
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def _new_id(kind: str) -> str:
     """Time-ordered and unique, like session ids: ``a_<unix ms hex>_<random>``."""
-    return f"{kind}_{_now_ms():x}_{uuid.uuid4().hex[:12]}"
-
-
-def _json(data: Any) -> str:
-    return json.dumps(data, ensure_ascii=False)
+    return f"{kind}_{now_ms():x}_{uuid.uuid4().hex[:12]}"
 
 
 def _flat(fields: Mapping[str, str]) -> list[str]:
@@ -134,72 +128,6 @@ def _flat(fields: Mapping[str, str]) -> list[str]:
     for key, value in fields.items():
         out += [key, value]
     return out
-
-
-# --- Lua -----------------------------------------------------------------------------
-
-_SAVE_ANALYSIS = (
-    _EMIT
-    + """
--- Store an analysis as THE current one, if the current pointer is what the caller saw:
--- '' for a first analysis (SET NX semantics), the old id for a reanalysis (which is then
--- marked superseded, never deleted, and its hypotheses leave the current indexes).
--- KEYS: current, analyses, analysis, insights, thread hypotheses, events, old analysis
---       (or ''), then one hash per new hypothesis
--- ARGV[1]: {expected, id, analysis: [k, v…], hypotheses: [[id, [k, v…]]…], score, at,
---           thread_id, maxlen, events: [[type, data]…]}
-local p = cjson.decode(ARGV[1])
-local current = redis.call('GET', KEYS[1]) or ''
-if current ~= p['expected'] then return {0, current, {}} end
-if current ~= '' then
-  redis.call('HSET', KEYS[7], 'status', 'superseded', 'superseded_at', p['at'],
-    'superseded_by', p['id'])
-  local old = cjson.decode(redis.call('HGET', KEYS[7], 'hypothesis_ids') or '[]')
-  for _, h in ipairs(old) do
-    redis.call('ZREM', KEYS[4], h)
-    redis.call('ZREM', KEYS[5], h)
-  end
-end
-redis.call('HSET', KEYS[3], unpack(p['analysis']))
-redis.call('RPUSH', KEYS[2], p['id'])
-redis.call('SET', KEYS[1], p['id'])
-for i, h in ipairs(p['hypotheses']) do
-  redis.call('HSET', KEYS[7 + i], unpack(h[2]))
-  redis.call('ZADD', KEYS[4], p['score'], h[1])
-  redis.call('ZADD', KEYS[5], p['score'], h[1])
-end
-local ids = emit(KEYS[6], p['maxlen'], p['at'], p['thread_id'], '', '', p['events'])
-return {1, current, ids}
-"""
-)
-
-_TRANSITION = (
-    _EMIT
-    + """
--- Move a hypothesis out of 'proposed' (and only from there), publishing its events.
--- KEYS: hypothesis, events   ARGV[1]: {fields: [k, v…], at, maxlen, events}
-local p = cjson.decode(ARGV[1])
-local status = redis.call('HGET', KEYS[1], 'status')
-if not status then return {'missing', ''} end
-if status ~= 'proposed' then return {'conflict', status} end
-redis.call('HSET', KEYS[1], unpack(p['fields']))
-local thread_id = redis.call('HGET', KEYS[1], 'thread_id') or ''
-return {'ok', emit(KEYS[2], p['maxlen'], p['at'], thread_id, '', '', p['events'])}
-"""
-)
-
-_RECORD_FAILURE = (
-    _EMIT
-    + """
--- KEYS: failures, events   ARGV[1]: {record, at, thread_id, maxlen, kept, events}
-local p = cjson.decode(ARGV[1])
-local ids = emit(KEYS[2], p['maxlen'], p['at'], p['thread_id'], '', '', p['events'])
-p['record']['event_id'] = ids[1]
-redis.call('LPUSH', KEYS[1], cjson.encode(p['record']))
-redis.call('LTRIM', KEYS[1], 0, p['kept'] - 1)
-return ids
-"""
-)
 
 
 # --- storage ---------------------------------------------------------------------------
@@ -233,41 +161,22 @@ class SaveResult:
     event_ids: list[str]
 
 
+@translates_redis_errors
 class PsychologistStore:
     """Analyses, hypotheses and their indexes in Redis, next to the gateway's ``Store``."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
         self.redis = store.redis
-        p = store.keys.prefix
-        self.prefix = p
-        self.insights_key = f"{p}:insights"
-        self.attempts_key = f"{p}:psychologist:attempts"
-        self._save = self.redis.register_script(_SAVE_ANALYSIS)
-        self._transition = self.redis.register_script(_TRANSITION)
-        self._failure = self.redis.register_script(_RECORD_FAILURE)
-
-    # keys
-    def current_key(self, session_id: str) -> str:
-        return f"{self.prefix}:session:{session_id}:analysis:current"
-
-    def analyses_key(self, session_id: str) -> str:
-        return f"{self.prefix}:session:{session_id}:analyses"
-
-    def failures_key(self, session_id: str) -> str:
-        return f"{self.prefix}:session:{session_id}:analysis:failures"
-
-    def analysis_key(self, analysis_id: str) -> str:
-        return f"{self.prefix}:analysis:{analysis_id}"
-
-    def hypothesis_key(self, hypothesis_id: str) -> str:
-        return f"{self.prefix}:hypothesis:{hypothesis_id}"
+        self.keys = store.keys
+        self.scripts = store.scripts
+        self.group = store.group(store.keys.events, GROUP, start="$")
 
     def thread_hypotheses_key(self, thread_id: str) -> str:
-        return self.store.keys.thread(thread_id, "hypotheses")
+        return self.keys.thread(thread_id, "hypotheses")
 
     def thread_sessions_key(self, thread_id: str) -> str:
-        return self.store.keys.thread(thread_id, "sessions")
+        return self.keys.thread(thread_id, "sessions")
 
     # --- the consumer group ------------------------------------------------------------
 
@@ -275,35 +184,27 @@ class PsychologistStore:
         """Create the group at the stream's end (``$``) the first time: sessions closed
         before any psychologist ever ran are not analysed unless asked for
         (``mel-gateway insights reanalyze``), rather than billing the whole history."""
-        try:
-            await self.redis.xgroup_create(self.store.keys.events, GROUP, id="$", mkstream=True)
-        except ResponseError as exc:
-            if "BUSYGROUP" not in str(exc):
-                raise
+        await self.group.ensure()
 
     async def group_exists(self) -> bool:
-        try:
-            groups: Any = await self.redis.xinfo_groups(self.store.keys.events)
-        except ResponseError:  # no stream yet
-            return False
-        return any(as_str(g["name"]) == GROUP for g in groups)
+        return await self.group.exists()
 
     async def next_attempt(self, job_id: str) -> int:
-        return int(await self.redis.hincrby(self.attempts_key, job_id, 1))
+        return int(await self.redis.hincrby(self.keys.psychologist_attempts, job_id, 1))
 
     async def finish_job(self, job_id: str) -> None:
         """Acknowledge the job's entry and forget its attempts, together."""
         async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.xack(self.store.keys.events, GROUP, job_id)
-            pipe.hdel(self.attempts_key, job_id)
+            pipe.xack(self.keys.events, GROUP, job_id)
+            pipe.hdel(self.keys.psychologist_attempts, job_id)
             await pipe.execute()
 
     # --- sessions ------------------------------------------------------------------------
 
     async def session_log(self, session_id: str) -> SessionLog:
         """The session's events; :class:`UnknownSession` when it recorded none."""
-        ids = await self.store.session_event_ids(session_id)
-        events = await self.store.events_by_id(ids) if ids else []
+        ids = await self.store.events.session_ids(session_id)
+        events = await self.store.events.by_id(ids) if ids else []
         if not events:
             raise UnknownSession(session_id)
         thread_id = next((str(e["thread_id"]) for e in events if e.get("thread_id")), "")
@@ -325,15 +226,15 @@ class PsychologistStore:
             return set()
         async with self.redis.pipeline(transaction=False) as pipe:
             for other in others:
-                pipe.lrange(self.store.keys.session_events(other), 0, -1)
+                pipe.lrange(self.keys.session_events(other), 0, -1)
             lists: list[Any] = await pipe.execute()
         return {as_str(i) for ids in lists for i in ids}
 
     async def has_current(self, session_id: str) -> bool:
-        return bool(await self.redis.exists(self.current_key(session_id)))
+        return bool(await self.redis.exists(self.keys.analysis_current(session_id)))
 
     async def current_id(self, session_id: str) -> str | None:
-        return as_str(await self.redis.get(self.current_key(session_id))) or None
+        return as_str(await self.redis.get(self.keys.analysis_current(session_id))) or None
 
     # --- analyses ------------------------------------------------------------------------
 
@@ -357,7 +258,7 @@ class PsychologistStore:
         """
         analysis_id = _new_id("a")
         at = utc_now_iso()
-        score = _now_ms()
+        score = now_ms()
         session_id, thread_id = session.session_id, session.thread_id
         hypotheses = [(_new_id("h"), h) for h in outcome.hypotheses]
         hypothesis_ids = [hid for hid, _ in hypotheses]
@@ -373,28 +274,25 @@ class PsychologistStore:
             "attempt": str(attempt),
             "created_at": at,
             "event_count": str(len(session.events)),
-            "termination": _json(termination.as_dict()),
-            "metering": _json(metering),
-            "hypothesis_ids": _json(hypothesis_ids),
+            "termination": dumps(termination.as_dict()),
+            "metering": dumps(metering),
+            "hypothesis_ids": dumps(hypothesis_ids),
         }
-        events: list[list[str]] = [
-            [HYPOTHESIS_PROPOSED, _json(_proposed_data(hid, analysis_id, session_id, h))]
-            for hid, h in hypotheses
-        ]
+        proposed = [_proposed(hid, analysis_id, session_id, h) for hid, h in hypotheses]
         for _ in range(5):
             expected = (await self.current_id(session_id) or "") if supersede else ""
-            completed = {
-                "session_id": session_id,
-                "analysis_id": analysis_id,
-                "trigger": trigger,
-                "trigger_event_id": trigger_event_id,
-                "requested_by": requested_by,
-                "supersedes": expected or None,
-                "hypothesis_ids": hypothesis_ids,
-                "termination": termination.cause,
-                "abnormal": termination.abnormal,
+            completed = PsychologistAnalysisCompleted(
+                session_id=session_id,
+                analysis_id=analysis_id,
+                trigger=trigger,
+                trigger_event_id=trigger_event_id,
+                requested_by=requested_by,
+                supersedes=expected or None,
+                hypothesis_ids=hypothesis_ids,
+                termination=termination.cause,
+                abnormal=termination.abnormal,
                 **metering,
-            }
+            )
             payload = {
                 "expected": expected,
                 "id": analysis_id,
@@ -406,20 +304,20 @@ class PsychologistStore:
                 "score": score,
                 "at": at,
                 "thread_id": thread_id,
-                "maxlen": self.store.events_maxlen,
-                "events": [*events, [ANALYSIS_COMPLETED, _json(completed)]],
+                "maxlen": self.store.events.maxlen,
+                "events": encode_events([*proposed, completed]),
             }
             keys = [
-                self.current_key(session_id),
-                self.analyses_key(session_id),
-                self.analysis_key(analysis_id),
-                self.insights_key,
+                self.keys.analysis_current(session_id),
+                self.keys.analyses(session_id),
+                self.keys.analysis(analysis_id),
+                self.keys.insights,
                 self.thread_hypotheses_key(thread_id),
-                self.store.keys.events,
-                self.analysis_key(expected) if expected else "",
-                *[self.hypothesis_key(hid) for hid in hypothesis_ids],
+                self.keys.events,
+                self.keys.analysis(expected) if expected else "",
+                *[self.keys.hypothesis(hid) for hid in hypothesis_ids],
             ]
-            res: Any = await self._save(keys=keys, args=[_json(payload)])
+            res: Any = await self.scripts.run("save_analysis", keys, [dumps(payload)])
             stored, current, ids = bool(res[0]), as_str(res[1]), [as_str(i) for i in res[2] or []]
             if stored:
                 return SaveResult(True, analysis_id, analysis_id, expected or None, ids)
@@ -448,33 +346,35 @@ class PsychologistStore:
         final = attempt >= max_attempts if final is None else final
         metering = outcome.metering() if outcome is not None else None
         last_error = (outcome.errors[-1] if outcome is not None and outcome.errors else "")[:2000]
-        data = {
-            "session_id": session_id,
-            "trigger": trigger,
-            "trigger_event_id": trigger_event_id,
-            "failure": failure,
-            "attempt": attempt,
-            "max_attempts": max_attempts,
-            "final": final,
-            "last_error": last_error or None,
-            "metering": metering,
-        }
-        record = {**data, "at": utc_now_iso()}
+        event = PsychologistAnalysisFailed(
+            session_id=session_id,
+            trigger=trigger,
+            trigger_event_id=trigger_event_id,
+            failure=failure,
+            attempt=attempt,
+            max_attempts=max_attempts,
+            final=final,
+            last_error=last_error or None,
+            metering=metering,
+        )
+        record = {**event.data(), "at": utc_now_iso()}
         payload = {
             "record": record,
             "at": record["at"],
             "thread_id": thread_id,
-            "maxlen": self.store.events_maxlen,
+            "maxlen": self.store.events.maxlen,
             "kept": FAILURES_KEPT,
-            "events": [[ANALYSIS_FAILED, _json(data)]],
+            "events": encode_events([event]),
         }
-        res: Any = await self._failure(
-            keys=[self.failures_key(session_id), self.store.keys.events], args=[_json(payload)]
+        res: Any = await self.scripts.run(
+            "record_failure",
+            [self.keys.analysis_failures(session_id), self.keys.events],
+            [dumps(payload)],
         )
         return [as_str(i) for i in res]
 
     async def analysis(self, analysis_id: str, *, with_hypotheses: bool = True) -> dict[str, Any]:
-        raw = await self.redis.hgetall(self.analysis_key(analysis_id))
+        raw = await self.redis.hgetall(self.keys.analysis(analysis_id))
         if not raw:
             raise NotFound(f"unknown analysis {analysis_id!r}")
         view = _analysis_view({as_str(k): as_str(v) for k, v in raw.items()})
@@ -484,11 +384,11 @@ class PsychologistStore:
 
     async def session_analyses(self, session_id: str) -> dict[str, Any]:
         """The current analysis, the superseded ones (newest first) and recent failures."""
-        ids = [as_str(i) for i in await self.redis.lrange(self.analyses_key(session_id), 0, -1)]
+        ids = [as_str(i) for i in await self.redis.lrange(self.keys.analyses(session_id), 0, -1)]
         analyses = [await self.analysis(aid) for aid in reversed(ids)]
         failures = [
             json.loads(as_str(r))
-            for r in await self.redis.lrange(self.failures_key(session_id), 0, -1)
+            for r in await self.redis.lrange(self.keys.analysis_failures(session_id), 0, -1)
         ]
         current = next((a for a in analyses if a["status"] == "current"), None)
         status = "analysed" if current else "failed" if failures else "not_analysed"
@@ -507,7 +407,7 @@ class PsychologistStore:
             return []
         async with self.redis.pipeline(transaction=False) as pipe:
             for hid in ids:
-                pipe.hgetall(self.hypothesis_key(hid))
+                pipe.hgetall(self.keys.hypothesis(hid))
             found: list[Any] = await pipe.execute()
         return [_hypothesis_view({as_str(k): as_str(v) for k, v in h.items()}) for h in found if h]
 
@@ -520,14 +420,14 @@ class PsychologistStore:
     async def current_hypotheses(self, limit: int = 500) -> list[dict[str, Any]]:
         """Hypotheses of current analyses across sessions, newest first, each with its
         session's termination."""
-        raw: Any = await self.redis.zrevrange(self.insights_key, 0, limit - 1)
+        raw: Any = await self.redis.zrevrange(self.keys.insights, 0, limit - 1)
         found = await self.hypotheses([as_str(h) for h in raw])
         analysis_ids = sorted({h["analysis_id"] for h in found})
         terminations: dict[str, Any] = {}
         if analysis_ids:
             async with self.redis.pipeline(transaction=False) as pipe:
                 for aid in analysis_ids:
-                    pipe.hget(self.analysis_key(aid), "termination")
+                    pipe.hget(self.keys.analysis(aid), "termination")
                 values: list[Any] = await pipe.execute()
             terminations = {
                 aid: json.loads(as_str(v)) if v else None
@@ -573,7 +473,7 @@ class PsychologistStore:
         current = await self.hypothesis(hypothesis_id)
         assert_transition(current["status"], target, hypothesis_id=hypothesis_id)
         at = utc_now_iso()
-        data = {
+        data: dict[str, Any] = {
             "hypothesis_id": hypothesis_id,
             "analysis_id": current["analysis_id"],
             "session_id": current["session_id"],
@@ -585,7 +485,8 @@ class PsychologistStore:
             "note": note,
         }
         types = event_for_transition(target, for_anamnese=for_anamnese)
-        events = [[kind, _json({**data, "for_anamnese": for_anamnese})] for kind in types]
+        data["for_anamnese"] = for_anamnese
+        events = encode_events([payload_type(kind).model_validate(data) for kind in types])
         fields = {
             "status": target.value,
             "decided_at": at,
@@ -596,12 +497,11 @@ class PsychologistStore:
         payload = {
             "fields": _flat(fields),
             "at": at,
-            "maxlen": self.store.events_maxlen,
+            "maxlen": self.store.events.maxlen,
             "events": events,
         }
-        res: Any = await self._transition(
-            keys=[self.hypothesis_key(hypothesis_id), self.store.keys.events],
-            args=[_json(payload)],
+        res: Any = await self.scripts.run(
+            "transition", [self.keys.hypothesis(hypothesis_id), self.keys.events], [dumps(payload)]
         )
         verdict = as_str(res[0])
         if verdict == "missing":
@@ -641,24 +541,26 @@ class PsychologistStore:
                 "(or serve/worker with PSYCHOLOGIST_ENABLED=true and an LLM configured)"
             )
         data = {"session_id": session_id, "tier": tier, "requested_by": by}
-        ids = await self.store.publish(recorded.thread_id, "", NewEvent(REANALYSIS_REQUESTED, data))
-        log.info("psychologist.reanalysis_requested", session_id=session_id, tier=tier)
+        ids = await self.store.events.publish(
+            recorded.thread_id, "", ReanalysisRequested.model_validate(data)
+        )
+        log.info("psychologist.reanalysis_queued", session_id=session_id, tier=tier)
         return ids[0]
 
 
-def _proposed_data(
+def _proposed(
     hypothesis_id: str, analysis_id: str, session_id: str, h: HypothesisIn
-) -> dict[str, Any]:
-    return {
-        "hypothesis_id": hypothesis_id,
-        "analysis_id": analysis_id,
-        "session_id": session_id,
-        "target_agent": h.target_agent,
-        "title": h.title,
-        "confidence": h.confidence,
-        "evidence_event_ids": list(h.evidence_event_ids),
-        "termination_analysis": h.termination_analysis,
-    }
+) -> HypothesisProposed:
+    return HypothesisProposed(
+        hypothesis_id=hypothesis_id,
+        analysis_id=analysis_id,
+        session_id=session_id,
+        target_agent=h.target_agent,
+        title=h.title,
+        confidence=h.confidence,
+        evidence_event_ids=list(h.evidence_event_ids),
+        termination_analysis=h.termination_analysis,
+    )
 
 
 def _hypothesis_fields(
@@ -679,7 +581,7 @@ def _hypothesis_fields(
         "title": h.title,
         "description": h.description,
         "confidence": str(h.confidence),
-        "evidence_event_ids": _json(list(h.evidence_event_ids)),
+        "evidence_event_ids": dumps(list(h.evidence_event_ids)),
         "termination_analysis": h.termination_analysis or "",
         "created_at": at,
     }

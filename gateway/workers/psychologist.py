@@ -27,48 +27,35 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import socket
 import time
-import uuid
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
-from typing import Any, Final
+from typing import Any
 
 import structlog
-from redis.exceptions import ResponseError
 
-from agent.llm import LLMClient
 from agent.psychologist import (
     CLOSE_EVENT_TYPES,
     AnalysisContext,
     AnalysisOutcome,
     Psychologist,
-    RulesError,
     classify_termination,
-    load_rules,
     tier_named,
 )
-from gateway.errors import ConfigError
 from gateway.metrics import Metrics
-from gateway.settings import Settings
+from gateway.store import Store, StoreDown, envelope
 from gateway.store.psychologist import (
-    GROUP,
     REANALYSIS_REQUESTED,
     PsychologistStore,
     SessionLog,
     UnknownSession,
 )
-from gateway.store.threads import Store, StoreDown, as_str, envelope
+from gateway.workers.consumer import StreamConsumer
 
-__all__ = ["READ_COUNT", "Job", "PsychologistWorker", "psychologist_worker"]
+__all__ = ["Job", "PsychologistWorker"]
 
 log = structlog.get_logger("gateway.workers.psychologist")
-
-READ_COUNT: Final = 100
-"""Entries read per ``XREADGROUP`` (and the most jobs queued in a process)."""
 
 
 def _ms_of(iso: str | None) -> int:
@@ -136,8 +123,10 @@ class _SessionLock:
     users: int = 0
 
 
-class PsychologistWorker:
+class PsychologistWorker(StreamConsumer):
     """Consumes close events and reanalysis requests; runs one analysis per session."""
+
+    name = "psychologist"
 
     def __init__(
         self,
@@ -152,148 +141,29 @@ class PsychologistWorker:
         concurrency: int = 4,
         consumer: str | None = None,
     ) -> None:
+        db = PsychologistStore(store)
+        super().__init__(
+            db.group, concurrency=concurrency, claim_idle=claim_idle, consumer=consumer
+        )
         self.store = store
-        self.db = PsychologistStore(store)
+        self.db = db
         self.psychologist = psychologist
         self.rules = rules
         self.metrics = metrics
         self.max_attempts = max_attempts
         self.backoff = backoff
-        self.claim_idle_ms = int(claim_idle * 1000)
-        self.consumer = consumer or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
-        self._slots = asyncio.Semaphore(concurrency)
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._entries: set[str] = set()
         self._session_locks: dict[str, _SessionLock] = {}
-        self._stopping = asyncio.Event()
-        self._heartbeat_task: asyncio.Task[None] | None = None
-        self.ready = asyncio.Event()
-        """Set once the consumer group exists (closes from now on will be analysed)."""
-        self.running = False
 
-    # --- lifecycle ---------------------------------------------------------------------
+    def wants(self, entry_id: str, fields: Mapping[bytes, bytes]) -> bool:
+        return bool(fields) and Job.from_envelope(envelope(entry_id, fields)) is not None
 
-    async def run(self) -> None:
-        """Consume until ``stop()``; survives Redis outages (waits and retries)."""
-        self.running = True
-        self._heartbeat_task = asyncio.create_task(self._heartbeat(), name="psychologist:beat")
-        last_claim = 0.0
-        log.info("psychologist.start", consumer=self.consumer)
-        try:
-            while not self._stopping.is_set():
-                try:
-                    await self.db.ensure_group()
-                    self.ready.set()
-                    if time.monotonic() - last_claim > self.claim_idle_ms / 3000:
-                        last_claim = time.monotonic()
-                        await self._claim_abandoned()
-                    await self._read_new()
-                except StoreDown as exc:
-                    log.warning("psychologist.redis_unavailable", error=str(exc))
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self._stopping.wait(), 1.0)
-        finally:
-            self.running = False
-            if not self._stopping.is_set():  # cancelled, not stopped: nothing drains it
-                self._heartbeat_task.cancel()
-
-    def stop(self) -> None:
-        self._stopping.set()
-
-    async def stopped(self) -> None:
-        await self._stopping.wait()
-
-    async def drain(self, grace: float) -> tuple[int, int]:
-        """Stop taking work; wait up to ``grace`` s for in-flight analyses; cancel the rest
-        (their entries stay pending and another consumer resumes them)."""
-        self.stop()
-        pending = set(self._tasks)
-        still: set[asyncio.Task[None]] = set()
-        if pending:
-            _done, still = await asyncio.wait(pending, timeout=grace)
-            for task in still:
-                task.cancel()
-            await asyncio.gather(*still, return_exceptions=True)
-        if self._heartbeat_task is not None:
-            self._heartbeat_task.cancel()
-            await asyncio.gather(self._heartbeat_task, return_exceptions=True)
-        finished, cancelled = len(pending) - len(still), len(still)
-        if pending:
-            log.info("psychologist.drained", finished=finished, cancelled=cancelled)
-        return finished, cancelled
-
-    # --- reading -----------------------------------------------------------------------
-
-    async def _read_new(self) -> None:
-        while len(self._tasks) >= READ_COUNT and not self._stopping.is_set():
-            await asyncio.wait(set(self._tasks), return_when=asyncio.FIRST_COMPLETED)
-        res: Any = await self.store.redis.xreadgroup(
-            GROUP, self.consumer, {self.store.keys.events: ">"}, count=READ_COUNT, block=1000
-        )
-        entries = [(as_str(eid), fields) for _stream, batch in res or [] for eid, fields in batch]
-        await self._dispatch(entries)
-
-    async def _claim_abandoned(self) -> None:
-        res: Any = await self.store.redis.xautoclaim(
-            self.store.keys.events, GROUP, self.consumer, self.claim_idle_ms, "0-0", count=50
-        )
-        claimed = [(as_str(eid), fields) for eid, fields in (res[1] if res else [])]
-        fresh = [(eid, f) for eid, f in claimed if eid not in self._entries]
-        for entry_id, _ in fresh:
-            log.info("psychologist.claimed", entry_id=entry_id)
-        await self._dispatch(fresh)
-
-    async def _dispatch(self, entries: Sequence[tuple[str, Any]]) -> None:
-        """Spawn a job per relevant entry; acknowledge the rest at once."""
-        ignored: list[str] = []
-        for entry_id, fields in entries:
-            if self._stopping.is_set():
-                return  # delivered but not started: stays pending for another consumer
-            env = envelope(entry_id, fields) if fields else None
-            job = Job.from_envelope(env) if env is not None else None
-            if job is None:
-                ignored.append(entry_id)
-            else:
-                self._spawn(job)
-        if ignored:
-            await self.store.redis.xack(self.store.keys.events, GROUP, *ignored)
-
-    def _spawn(self, job: Job) -> None:
-        self._entries.add(job.entry_id)
-        task = asyncio.create_task(self._guarded(job), name=f"psychologist:{job.session_id}")
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def _heartbeat(self) -> None:
-        """Keep this consumer's entries from looking abandoned while they are worked on —
-        also after ``stop()``, until the drain has finished them."""
-        while not (self._stopping.is_set() and not self._tasks):
-            await asyncio.sleep(max(0.1, self.claim_idle_ms / 3000))
-            if not self._entries:
-                continue
-            with contextlib.suppress(*StoreDown, ResponseError):
-                await self.store.redis.xclaim(
-                    self.store.keys.events,
-                    GROUP,
-                    self.consumer,
-                    0,
-                    list(self._entries),
-                    justid=True,
-                )
-
-    async def _guarded(self, job: Job) -> None:
-        structlog.contextvars.bind_contextvars(session_id=job.session_id, job=job.entry_id)
-        try:
-            async with self._session(job.session_id), self._slots:
-                await self.process(job)
-        except StoreDown as exc:
-            log.warning("psychologist.redis_unavailable", error=str(exc))
-        except asyncio.CancelledError:
-            raise
-        except Exception:  # a bug: leave the entry pending, another claim retries it
-            log.exception("psychologist.job_failed")
-        finally:
-            self._entries.discard(job.entry_id)
+    async def handle(self, entry_id: str, fields: Mapping[bytes, bytes]) -> None:
+        job = Job.from_envelope(envelope(entry_id, fields))
+        if job is None:  # pragma: no cover - filtered by wants()
+            return
+        structlog.contextvars.bind_contextvars(session_id=job.session_id)
+        async with self._session(job.session_id):
+            await self.process(job)
 
     @contextlib.asynccontextmanager
     async def _session(self, session_id: str) -> AsyncIterator[None]:
@@ -354,8 +224,8 @@ class PsychologistWorker:
             delay = self.backoff * 2 ** (attempt - 1)
             log.info("psychologist.retry_later", attempt=attempt, delay=delay)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stopping.wait(), delay)
-            if self._stopping.is_set():
+                await asyncio.wait_for(self.stopped(), delay)
+            if self.stopping:
                 return "stopped"
         await self.db.finish_job(job.entry_id)
         return result
@@ -478,23 +348,3 @@ class PsychologistWorker:
         m.psychologist_cost.labels(outcome.tier, model).inc(usage.cost_micro_usd)
         m.psychologist_tokens.labels(outcome.tier, model, "prompt").inc(usage.prompt_tokens)
         m.psychologist_tokens.labels(outcome.tier, model, "completion").inc(usage.completion_tokens)
-
-
-def psychologist_worker(
-    store: Store, llm: LLMClient, settings: Settings, *, metrics: Metrics | None = None
-) -> PsychologistWorker:
-    """The consumer as configured; a rules file that cannot be used is a ConfigError."""
-    path: Path | None = settings.psychologist_rules_path
-    try:
-        rules = load_rules(path)
-    except RulesError as exc:
-        raise ConfigError(f"PSYCHOLOGIST_RULES_PATH: {exc}") from None
-    return PsychologistWorker(
-        store,
-        Psychologist(llm),
-        rules=rules,
-        metrics=metrics,
-        max_attempts=settings.psychologist_max_attempts,
-        backoff=settings.psychologist_retry_backoff_seconds,
-        claim_idle=settings.mel_claim_idle_seconds,
-    )

@@ -5,32 +5,40 @@ A consumer group on the event stream forwards handoff and session events, signed
 ``SUPPORT_WEBHOOK_SECRET``, retried with exponential backoff; every attempt is recorded
 in the ``…:support_webhook:attempts`` stream. An event is acknowledged once delivered or
 once its attempts are spent (the failure is recorded), so one bad endpoint can't stall
-the feed forever; a crash mid-delivery means redelivery (at least once).
+the feed forever; a crash mid-delivery means redelivery (at least once). One event at a
+time per process, in stream order.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import hmac
 import json
 import time
+from collections.abc import Mapping
 from typing import Any
 
 import aiohttp
 import structlog
-from redis.exceptions import ResponseError
 
-from gateway.http.support import type_matches
-from gateway.store.threads import Store, StoreDown, envelope, utc_now_iso
+from gateway.clock import utc_now_iso
+from gateway.store import Store, envelope
+from gateway.workers.consumer import StreamConsumer
 
-__all__ = ["FORWARDED_TYPES", "SupportWebhook", "sign"]
+__all__ = ["FORWARDED_TYPES", "GROUP", "SupportWebhook", "sign", "type_matches"]
 
 log = structlog.get_logger("gateway.workers.support_webhook")
 
 GROUP = "support-webhook"
 FORWARDED_TYPES = ["session.*", "support.*"]
+
+
+def type_matches(event_type: str, patterns: list[str]) -> bool:
+    """``session.*`` matches every session event; an empty list matches everything."""
+    return not patterns or any(
+        event_type == p or (p.endswith("*") and event_type.startswith(p[:-1])) for p in patterns
+    )
 
 
 def sign(secret: str, body: bytes, timestamp: int | None = None) -> str:
@@ -39,7 +47,9 @@ def sign(secret: str, body: bytes, timestamp: int | None = None) -> str:
     return f"t={t},v1={mac}"
 
 
-class SupportWebhook:
+class SupportWebhook(StreamConsumer):
+    name = "support_webhook"
+
     def __init__(
         self,
         store: Store,
@@ -49,48 +59,38 @@ class SupportWebhook:
         attempts: int = 5,
         backoff: float = 1.0,
         timeout: float = 10.0,
-        consumer: str = "forwarder",
+        claim_idle: float = 15.0,
+        consumer: str | None = None,
     ) -> None:
+        # "$": events from the moment the webhook is first configured, not the history
+        group = store.group(store.keys.events, GROUP, start="$")
+        super().__init__(group, concurrency=1, claim_idle=claim_idle, consumer=consumer)
         self.store = store
         self.url = url
         self.secret = secret
         self.attempts = attempts
         self.backoff = backoff
         self.timeout = timeout
-        self.consumer = consumer
-        self.attempts_key = f"{store.keys.prefix}:support_webhook:attempts"
+        self._http: aiohttp.ClientSession | None = None
 
-    async def run(self) -> None:
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.timeout)) as s:
-            while True:
-                try:
-                    await self._ensure_group()
-                    await self._pump(s)
-                except StoreDown as exc:
-                    log.warning("support_webhook.redis_unavailable", error=str(exc))
-                    await asyncio.sleep(1)
+    def wants(self, entry_id: str, fields: Mapping[bytes, bytes]) -> bool:
+        return bool(fields) and type_matches(envelope(entry_id, fields)["type"], FORWARDED_TYPES)
 
-    async def _ensure_group(self) -> None:
-        with contextlib.suppress(ResponseError):  # BUSYGROUP: it exists
-            await self.store.redis.xgroup_create(
-                self.store.keys.events, GROUP, id="$", mkstream=True
-            )
+    async def handle(self, entry_id: str, fields: Mapping[bytes, bytes]) -> None:
+        await self.deliver(envelope(entry_id, fields))
+        await self.group.ack(entry_id)
 
-    async def _pump(self, session: aiohttp.ClientSession) -> None:
-        keys = self.store.keys
-        # our own unfinished deliveries first (after a restart), then new events
-        for start in ("0", ">"):
-            res: Any = await self.store.redis.xreadgroup(
-                GROUP, self.consumer, {keys.events: start}, count=50, block=1000
-            )
-            for _stream, entries in res or []:
-                for entry_id, fields in entries:
-                    env = envelope(entry_id.decode(), fields)
-                    if type_matches(env["type"], FORWARDED_TYPES):
-                        await self.deliver(session, env)
-                    await self.store.redis.xack(keys.events, GROUP, entry_id)
+    async def close(self) -> None:
+        if self._http is not None:
+            await self._http.close()
 
-    async def deliver(self, session: aiohttp.ClientSession, env: dict[str, Any]) -> bool:
+    def _session(self) -> aiohttp.ClientSession:
+        if self._http is None or self._http.closed:
+            self._http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.timeout))
+        return self._http
+
+    async def deliver(self, env: dict[str, Any]) -> bool:
+        """POST one event, retrying with backoff; True when the endpoint took it."""
         body = json.dumps(env, ensure_ascii=False).encode()
         for attempt in range(1, self.attempts + 1):
             status, error = 0, ""
@@ -100,13 +100,12 @@ class SupportWebhook:
                     "Mel-Signature": sign(self.secret, body),
                     "Mel-Event-Id": env["id"],
                 }
-                async with session.post(self.url, data=body, headers=headers) as resp:
+                async with self._session().post(self.url, data=body, headers=headers) as resp:
                     status = resp.status
             except (aiohttp.ClientError, TimeoutError) as exc:
                 error = f"{type(exc).__name__}: {exc}"
             ok = 200 <= status < 300
-            await self.store.redis.xadd(
-                self.attempts_key,
+            await self.store.record_webhook_attempt(
                 {
                     "event_id": env["id"],
                     "type": env["type"],
@@ -114,9 +113,7 @@ class SupportWebhook:
                     "status": status,
                     "error": error,
                     "at": utc_now_iso(),
-                },
-                maxlen=100_000,
-                approximate=True,
+                }
             )
             if ok:
                 return True

@@ -17,9 +17,9 @@ from aiohttp.test_utils import TestServer
 
 from channels import compute_twilio_signature
 from gateway.http.app import create_app
-from gateway.http.keys import STORE, WORKER
+from gateway.http.keys import COMPONENTS, STORE
 from gateway.settings import Settings
-from gateway.store.threads import Store
+from gateway.store import Store
 from tests.fakes.graph_api import FakeGraphAPI
 from tests.fakes.llm import FakeLLM, start_fake_llm
 from tests.fakes.payloads import sign_meta, twilio_inbound_params
@@ -90,7 +90,7 @@ class Gateway:
         return resp
 
     async def events(self, type_: str | None = None) -> list[dict[str, Any]]:
-        out = await self.store.read_events("0-0", count=10_000)
+        out = await self.store.events.read("0-0", count=10_000)
         return [e for e in out if type_ is None or e["type"] == type_]
 
     async def wait_events(self, type_: str, n: int, timeout: float = 15.0) -> list[dict[str, Any]]:
@@ -105,7 +105,7 @@ class Gateway:
         """Wait until every thread's inbox is drained and every reply finished."""
         deadline = asyncio.get_running_loop().time() + timeout
         while asyncio.get_running_loop().time() < deadline:
-            _len, pending, _lag = await self.store.queue_stats()
+            _len, pending, _lag = await self.store.ready.stats()
             if pending == 0 and not await self.store.redis.keys(
                 f"{self.store.keys.prefix}:t:*:sched"
             ):
@@ -200,7 +200,7 @@ async def start_gateway(
         started.append((gw, server))
         if run_worker:
             for _ in range(100):
-                worker = app[WORKER]
+                worker = app[COMPONENTS].worker
                 if worker is not None and worker.running:
                     break
                 await asyncio.sleep(0.02)

@@ -44,12 +44,12 @@ from agent.psychologist import (
     validate_batch,
 )
 from gateway.cli.insights import run_insights
-from gateway.conversation.sessions import close_events
 from gateway.metrics import Metrics
+from gateway.store import Store
 from gateway.store.psychologist import GROUP, PsychologistStore
-from gateway.store.threads import NewEvent, Store
 from gateway.workers.psychologist import Job, PsychologistWorker
 from tests.e2e.conftest import BUSINESS, Gateway
+from tests.factories import closed, received, replied, started
 from tests.fakes.llm import FakeLLM, Scripted, error, tool_call
 from tests.fakes.twilio_api import FakeTwilioAPI
 
@@ -210,18 +210,13 @@ async def publish_session(
     exchanges: int = 2,
 ) -> list[str]:
     """A session the way turns record one (closed with ``reason`` unless None); its ids."""
-    ids = await store.publish(
-        thread_id, session_id, NewEvent("session.started", {"channel": "twilio"})
-    )
+    ids = await store.events.publish(thread_id, session_id, started())
     for n in range(exchanges):
-        ids += await store.publish(
+        ids += await store.events.publish(
             thread_id,
             session_id,
-            NewEvent("message.received", {"text": f"qual o total do mês? ({n})", "kind": "text"}),
-            NewEvent(
-                "agent.replied",
-                {"text": "Vocês gastaram R$ 10,00.", "agent": "budget_agent", "tool_calls": []},
-            ),
+            received(f"qual o total do mês? ({n})"),
+            replied("Vocês gastaram R$ 10,00."),
         )
     if reason is not None:
         ids += await close(store, session_id, reason, thread_id=thread_id)
@@ -231,15 +226,14 @@ async def publish_session(
 async def close(
     store: Store, session_id: str, reason: str, *, thread_id: str = THREAD
 ) -> list[str]:
-    state = {"session_started_at": "2026-06-03T12:00:00.000Z"}
-    return await store.publish(thread_id, session_id, *close_events(state, reason))
+    return await store.events.publish(thread_id, session_id, closed(reason))
 
 
 async def completions(gw: Gateway | Store, session_id: str, n: int = 1) -> list[dict[str, Any]]:
     store = gw.store if isinstance(gw, Gateway) else gw
 
     async def found() -> list[dict[str, Any]]:
-        events = await store.read_events("0-0", count=10_000)
+        events = await store.events.read("0-0", count=10_000)
         mine = [
             e
             for e in events
@@ -433,7 +427,7 @@ async def test_two_workers_on_one_session_leave_one_current_analysis(
     body = await analyses.session_analyses("s-1")
     assert body["current"] is not None
     assert body["superseded"] == []
-    assert await gw.store.redis.llen(analyses.analyses_key("s-1")) == 1
+    assert await gw.store.redis.llen(gw.store.keys.analyses("s-1")) == 1
     assert len(await gw.events(ANALYSIS_COMPLETED)) == 1
     outcomes = {
         outcome: sum(

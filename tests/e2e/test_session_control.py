@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from gateway.conversation.thread import ThreadState
 from tests.e2e.conftest import BUSINESS, ROUTER_MODEL, Gateway, agent_calls
 from tests.fakes.llm import FakeLLM
 from tests.fakes.twilio_api import FakeTwilioAPI
@@ -45,10 +46,12 @@ async def test_continue_bypasses_the_router_and_records_the_turn_state(
     assert expected.items() <= continuity[-1]["data"].items()
     replied = await gw.events("agent.replied")
     assert replied[-1]["data"]["route_decision"]["method"] == "continuity"
-    state = await gw.store.thread_state(THREAD)
-    assert state["active_agent"] == "budget_agent"
-    assert state["route_bypassed"] == "1"
-    assert json.loads(state["continuity_signal"])["decision"] == "CONTINUE"
+    state = await gw.store.threads.state(THREAD)
+    assert state is not None
+    assert state.active_agent == "budget_agent"
+    assert state.route_bypassed
+    assert state.continuity is not None
+    assert state.continuity["decision"] == "CONTINUE"
 
 
 async def test_low_confidence_falls_back_to_the_router(
@@ -77,10 +80,11 @@ async def test_end_session_replies_closes_and_runs_no_agent(
     assert types.index("session.end.requested") < types.index("session.closed")
     closed = await gw.events("session.closed")
     assert closed[0]["data"]["reason"] == "user_ended"
-    state = await gw.store.thread_state(THREAD)
-    assert "session_id" not in state
-    assert "active_agent" not in state
-    assert state["counter"] == "0"
+    state = await gw.store.threads.state(THREAD)
+    assert state is not None
+    assert state.session_id == ""
+    assert state.active_agent == ""
+    assert state.counter == 0
 
 
 async def test_classifier_handoff_mutes_the_bot_when_support_is_there(
@@ -93,5 +97,5 @@ async def test_classifier_handoff_mutes_the_bot_when_support_is_there(
     assert sent[0]["Body"] == gw.settings.human_handoff_message
     requested = await gw.wait_events("session.human_handoff.requested", 1)
     assert requested[0]["data"]["source"] == "continuity"
-    assert (await gw.store.thread_state(THREAD))["mode"] == "human"
+    assert (await gw.store.threads.state(THREAD) or ThreadState()).mode == "human"
     assert agent_calls(fake_llm) == []

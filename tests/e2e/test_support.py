@@ -15,6 +15,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
+from gateway.conversation.thread import ThreadState
 from guard import GUARD_RESPONSE_HUMAN_REQUEST
 from tests.e2e.conftest import BUSINESS, Gateway, agent_calls
 from tests.fakes.llm import FakeLLM
@@ -139,8 +140,9 @@ async def test_unclaimed_handoff_returns_to_the_bot_and_tells_the_couple(
     sent = await fake_twilio.wait_for_messages(2, timeout=10)
     assert sent[-1]["Body"] == gw.settings.handoff_expired_message
     assert await gw.wait_events("session.human_handoff.expired", 1)
-    state = await gw.store.thread_state(THREAD)
-    assert state["mode"] == "bot"
+    state = await gw.store.threads.state(THREAD)
+    assert state is not None
+    assert state.mode == "bot"
 
 
 async def test_a_taken_handoff_does_not_expire(
@@ -153,7 +155,7 @@ async def test_a_taken_handoff_does_not_expire(
     await support(gw, "POST", f"/threads/{THREAD}/messages", json={"text": "Oi, sou a Bia"})
     await asyncio.sleep(2.0)
     assert await gw.events("session.human_handoff.expired") == []
-    assert (await gw.store.thread_state(THREAD))["mode"] == "human"
+    assert (await gw.store.threads.state(THREAD) or ThreadState()).mode == "human"
 
 
 async def test_idle_session_is_closed_and_the_next_message_opens_a_new_one(
@@ -170,8 +172,8 @@ async def test_idle_session_is_closed_and_the_next_message_opens_a_new_one(
     started = await gw.events("session.started")
     assert len(started) == 2
     assert started[-1]["session_id"] != first_session
-    ids = await gw.store.session_event_ids(first_session)
-    types = [e["type"] for e in await gw.store.events_by_id(ids)]
+    ids = await gw.store.events.session_ids(first_session)
+    types = [e["type"] for e in await gw.store.events.by_id(ids)]
     assert types[0] == "session.started"
     assert types[-1] == "session.closed"
     assert "message.sent" in types

@@ -18,6 +18,7 @@ from structlog.testing import capture_logs
 from agent.chat import AgentChat
 from agent.ledger import Ledger, NewExpense
 from agent.messages import ChatMessage
+from agent.outcomes import Outcome
 from agent.prompts import ASSISTANT_UNAVAILABLE, LLM_FAILURE_REPLY, TOOL_LOOP_APOLOGY
 from agent.tools import default_registry
 from guard import GUARD_RESPONSE_FRUSTRATED, GUARD_RESPONSE_HUMAN_REQUEST, GUARD_RESPONSE_LOOP
@@ -52,7 +53,7 @@ async def test_frustrated_couple_gets_the_canonical_reply_and_no_llm_call(
     assert result.reply.role == "assistant"
     assert result.reply.content == GUARD_RESPONSE_FRUSTRATED
     assert re.search(r"entendo|frustrad|bora tentar", result.reply.content, re.IGNORECASE)
-    assert result.outcome == "preempt"
+    assert result.outcome is Outcome.PREEMPT_FRUSTRATED
     assert fake_llm.call_count == 0
     assert result.tool_calls == []
     assert (result.llm_calls, result.usage.calls, result.usage.cost_micro_usd) == (0, 0, 0)
@@ -284,7 +285,7 @@ async def test_an_llm_timeout_gives_the_failure_reply(
     assert result.reply == ChatMessage(role="assistant", content=LLM_FAILURE_REPLY)
     assert fake_llm.call_count == result.llm_calls == 1  # no retry behind the caller's back
     assert result.usage.calls == 0
-    [failure] = [log for log in logs if log["event"] == "agent.llm_failed"]
+    [failure] = [log for log in logs if log["event"] == "agent_chat.llm_failed"]
     assert failure["error"] == "LLMTimeout"
     assert failure["log_level"] == "warning"
 
@@ -344,7 +345,7 @@ async def test_the_guard_still_answers_without_an_llm(ledger: Ledger) -> None:
 
     result = await agent.ask([user("quero falar com uma pessoa, não com bot")])
 
-    assert result.outcome == "preempt"
+    assert result.outcome is Outcome.PREEMPT_HUMAN_REQUEST
     assert result.reply.content == GUARD_RESPONSE_HUMAN_REQUEST
 
 

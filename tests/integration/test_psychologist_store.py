@@ -26,7 +26,7 @@ from agent.psychologist import (
     Termination,
     classify_termination,
 )
-from gateway.conversation.sessions import close_events
+from gateway.store import Store
 from gateway.store.psychologist import (
     GROUP,
     REANALYSIS_REQUESTED,
@@ -37,8 +37,8 @@ from gateway.store.psychologist import (
     UnknownHypothesis,
     UnknownSession,
 )
-from gateway.store.threads import NewEvent, Store
 from gateway.workers.psychologist import Job
+from tests.factories import closed, received, replied, started
 
 THREAD = "twilio:+14155238886:+5511999990000"
 
@@ -58,16 +58,15 @@ async def closed_session(
 ) -> SessionLog:
     """A short session published like the gateway publishes one; closed unless ``reason``
     is None."""
-    await store.publish(
+    await store.events.publish(
         thread,
         session_id,
-        NewEvent("session.started", {"channel": "twilio"}),
-        NewEvent("message.received", {"text": "qual o total do mês?", "kind": "text"}),
-        NewEvent("agent.replied", {"text": "Vocês gastaram R$ 10,00.", "outcome": "agent"}),
+        started(),
+        received("qual o total do mês?"),
+        replied("Vocês gastaram R$ 10,00."),
     )
     if reason is not None:
-        started = {"session_started_at": "2026-06-03T12:00:00.000Z"}
-        await store.publish(thread, session_id, *close_events(started, reason))
+        await store.events.publish(thread, session_id, closed(reason))
     return await PsychologistStore(store).session_log(session_id)
 
 
@@ -118,7 +117,7 @@ async def save(
 
 
 async def events(store: Store, kind: str | None = None) -> list[dict[str, Any]]:
-    found = await store.read_events("0-0", count=10_000)
+    found = await store.events.read("0-0", count=10_000)
     return [e for e in found if kind is None or e["type"] == kind]
 
 
@@ -228,7 +227,7 @@ async def test_psychologist_events_do_not_touch_the_analysed_sessions_log(
     store: Store, db: PsychologistStore
 ) -> None:
     session = await closed_session(store, "s-1")
-    before = await store.session_event_ids("s-1")
+    before = await store.events.session_ids("s-1")
 
     saved = await save(db, session)
     hypothesis_id = (await db.analysis(saved.analysis_id))["hypothesis_ids"][0]
@@ -243,7 +242,7 @@ async def test_psychologist_events_do_not_touch_the_analysed_sessions_log(
         max_attempts=5,
     )
 
-    assert await store.session_event_ids("s-1") == before
+    assert await store.events.session_ids("s-1") == before
     mine = [e for e in await events(store) if e["type"].startswith("psychologist.")]
     assert {e["type"] for e in mine} == {
         HYPOTHESIS_PROPOSED,

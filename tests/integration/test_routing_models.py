@@ -338,7 +338,7 @@ async def test_anything_unusable_falls_back_to_the_default_agent(
     assert decision_.reason is not None
     assert decision_.reason.startswith(reason)
     assert decision_.llm_calls == 1
-    assert decision_.event_data()["reason"] == decision_.reason
+    assert decision_.event().data()["reason"] == decision_.reason
 
 
 async def test_an_unknown_intent_keeps_the_agent_and_drops_the_intent(

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 
 import redis.asyncio as aioredis
 
-from gateway.workers.retention import raw_min_id, run_retention, trim_raw
+from gateway.store import Store
+from gateway.store.raw import raw_min_id, trim_raw
+from gateway.workers.retention import RawRetention
 
 KEY = "mel:raw"
 DAY_MS = 86_400_000
@@ -46,10 +47,9 @@ def test_min_id() -> None:
     assert raw_min_id(10, now=0) == "0-0"
 
 
-async def test_the_loop_trims_periodically_until_cancelled(redis: aioredis.Redis) -> None:
-    task = asyncio.create_task(
-        run_retention(redis, KEY, max_count=1, max_age_days=None, interval=0.05)
-    )
+async def test_the_job_trims_periodically_until_stopped(redis: aioredis.Redis) -> None:
+    job = RawRetention(Store(redis, "mel"), max_count=1, max_age_days=None, interval=0.05)
+    task = asyncio.create_task(job.run())
     try:
         await fill(redis, [3, 2, 1])
         for _ in range(100):
@@ -58,6 +58,5 @@ async def test_the_loop_trims_periodically_until_cancelled(redis: aioredis.Redis
             await asyncio.sleep(0.02)
         assert await redis.xlen(KEY) == 1
     finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        job.stop()
+        await asyncio.wait_for(task, 1)

@@ -125,8 +125,9 @@ def test_each_agent_prompt_is_mels_with_its_focus_and_todays_date() -> None:
         assert prompt.startswith(build_system_prompt(NOW))
         assert agent.spec.focus in prompt
         assert agent.capability_description in prompt
-        chat = agent.chat()
-        assert (chat.system_prompt, chat.profile, chat.tools) == (prompt, "agent", agent.tools)
+        chat = agent.chat
+        assert chat.system_message(NOW).content == prompt
+        assert (chat.profile, chat.tools) == ("agent", agent.tools)
     assert "fatura do cartão" in agents["invoice_agent"].system_prompt()
     assert "metas de economia" in agents["savings_agent"].system_prompt()
 
