@@ -11,6 +11,9 @@ from agent.errors import (
     LLMUnavailable,
     ProfileError,
     ToolError,
+    TranscriptionError,
+    TranscriptionTimeout,
+    TranscriptionUnavailable,
 )
 from agent.ledger import Expense, Goal, Ledger, MonthBudgets, MonthSpending, NewExpense
 from agent.ledger_import import ImportLineError, ImportReport, import_csv
@@ -22,13 +25,15 @@ from agent.llm import (
     Usage,
     cost_micro_usd,
 )
-from agent.messages import ChatMessage, Role, ToolCallRequest
+from agent.messages import VISION_IMAGE_TYPES, ChatMessage, ImagePart, Role, ToolCallRequest
 from agent.money import format_brl, parse_money
 from agent.outcomes import Outcome
 from agent.profiles import (
     PROFILE_NAMES,
+    TRANSCRIPTION_PROFILE,
     LLMProfile,
     LLMProfiles,
+    TranscriptionProfile,
     load_profiles,
     load_profiles_from_env,
 )
@@ -53,6 +58,7 @@ from agent.routing import (
     build_session_control,
 )
 from agent.tools import Tool, ToolContext, ToolOutcome, ToolRegistry, default_registry
+from agent.transcription import OpenAICompatibleTranscriber, Transcriber, Transcript
 
 __all__ = [
     "ASSISTANT_UNAVAILABLE",
@@ -60,6 +66,8 @@ __all__ = [
     "PROFILE_NAMES",
     "SAO_PAULO",
     "TOOL_LOOP_APOLOGY",
+    "TRANSCRIPTION_PROFILE",
+    "VISION_IMAGE_TYPES",
     "AgentChat",
     "AgentError",
     "AskResult",
@@ -72,6 +80,7 @@ __all__ = [
     "EnterpriseRouter",
     "Expense",
     "Goal",
+    "ImagePart",
     "ImportLineError",
     "ImportReport",
     "LLMBadResponse",
@@ -88,6 +97,7 @@ __all__ = [
     "MonthSpending",
     "NewExpense",
     "OpenAICompatibleLLM",
+    "OpenAICompatibleTranscriber",
     "Outcome",
     "ProfileError",
     "Role",
@@ -103,6 +113,12 @@ __all__ = [
     "ToolError",
     "ToolOutcome",
     "ToolRegistry",
+    "Transcriber",
+    "Transcript",
+    "TranscriptionError",
+    "TranscriptionProfile",
+    "TranscriptionTimeout",
+    "TranscriptionUnavailable",
     "TurnResult",
     "Usage",
     "build_domain_agents",

@@ -84,6 +84,13 @@ def _assistant(text: str) -> ChatMessage:
     return ChatMessage(role="assistant", content=text)
 
 
+def _this_turns_images(messages: Sequence[ChatMessage]) -> list[ChatMessage]:
+    """Only the last user message keeps its images (the LLM client sends them to a
+    ``vision: true`` profile only); earlier messages are sent as text."""
+    last = max((i for i, message in enumerate(messages) if message.role == "user"), default=-1)
+    return [m if i == last else m.without_images() for i, m in enumerate(messages)]
+
+
 class AgentChat:
     """mel's conversation service.
 
@@ -198,7 +205,7 @@ class _Turn:
 
     async def run(self, messages: Sequence[ChatMessage]) -> AskResult:
         chat = self.chat
-        conversation = [chat.system_message(self.now), *messages]
+        conversation = [chat.system_message(self.now), *_this_turns_images(messages)]
         schemas = chat.tools.schemas() or None
         rounds = 0
         while True:

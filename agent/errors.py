@@ -13,6 +13,9 @@ __all__ = [
     "LedgerError",
     "ProfileError",
     "ToolError",
+    "TranscriptionError",
+    "TranscriptionTimeout",
+    "TranscriptionUnavailable",
 ]
 
 
@@ -54,6 +57,28 @@ class LLMUnavailable(LLMError):
 
 class LLMBadResponse(LLMError):
     """The endpoint answered, but not with a usable chat completion (e.g. no choices)."""
+
+
+class TranscriptionError(AgentError):
+    """A voice note could not be transcribed (HTTP error, connection error, bad answer).
+
+    ``reason`` is short English for logs and events; ``status`` is the HTTP status, if any.
+    """
+
+    def __init__(self, reason: str, *, status: int | None = None) -> None:
+        self.reason = reason
+        self.status = status
+        super().__init__(f"transcription: {reason}")
+
+
+class TranscriptionUnavailable(TranscriptionError):
+    """Transcription is not configured: no ``transcription`` profile, or no endpoint for it.
+
+    Raised before any call, so it never means "the endpoint failed"."""
+
+
+class TranscriptionTimeout(TranscriptionError):
+    """The endpoint did not answer within the profile's ``timeout_seconds``."""
 
 
 class ToolError(AgentError):

@@ -5,6 +5,9 @@ implements it with the openai SDK (``AsyncOpenAI``), so OpenAI, OCI Generative A
 Azure, Ollama, vLLM and llama.cpp servers all work. Each call returns token usage and
 its cost in micro-USD from the profile's prices; every failure is a typed
 :class:`~agent.errors.LLMError`. The SDK never retries on its own: the caller decides.
+Image parts of a message reach only a profile that declares ``vision: true``.
+
+:func:`resolve_endpoint` and :func:`new_sdk_client` are shared with the transcriber.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from openai.types.chat import ChatCompletion
 
 from agent.errors import LLMBadResponse, LLMError, LLMTimeout, LLMUnavailable
 from agent.messages import ChatMessage, ToolCallRequest
-from agent.profiles import LLMProfile, LLMProfiles
+from agent.profiles import LLMProfile, LLMProfiles, TranscriptionProfile
 
 __all__ = [
     "API_KEY_ENV",
@@ -35,7 +38,10 @@ __all__ = [
     "LLMResponse",
     "OpenAICompatibleLLM",
     "Usage",
+    "connection_error",
     "cost_micro_usd",
+    "new_sdk_client",
+    "resolve_endpoint",
 ]
 
 BASE_URL_ENV = "LLM_BASE_URL"
@@ -131,7 +137,36 @@ _POOL_LIMITS = type(openai.DEFAULT_CONNECTION_LIMITS)(
 )
 
 
-def _connection_error(exc: BaseException) -> ConnectionError | None:
+def resolve_endpoint(
+    profile: LLMProfile | TranscriptionProfile,
+    *,
+    default_base_url: str | None,
+    default_api_key: str | None,
+    environ: Mapping[str, str],
+) -> Endpoint | None:
+    """Where a profile's calls go: its ``base_url``, else the default; the key from
+    ``environ[profile.api_key_env]`` when set, else the default key, else ``"not-needed"``.
+    ``None`` when there is no base URL at all."""
+    base_url = profile.base_url or default_base_url
+    if not base_url:
+        return None
+    key = None
+    if profile.api_key_env:
+        key = environ.get(profile.api_key_env, "").strip() or None
+    return Endpoint(base_url, key or default_api_key or NO_API_KEY)
+
+
+def new_sdk_client(endpoint: Endpoint) -> openai.AsyncOpenAI:
+    """An ``AsyncOpenAI`` for ``endpoint``: no SDK retries, the pooled aiohttp transport."""
+    return openai.AsyncOpenAI(
+        base_url=endpoint.base_url,
+        api_key=endpoint.api_key,
+        max_retries=0,
+        http_client=openai.DefaultAioHttpClient(limits=_POOL_LIMITS),
+    )
+
+
+def connection_error(exc: BaseException) -> ConnectionError | None:
     """The ConnectionError (refused, reset) behind an exception, if any."""
     seen: BaseException | None = exc
     for _ in range(8):
@@ -180,14 +215,12 @@ class OpenAICompatibleLLM:
 
     def endpoint(self, profile_name: str) -> Endpoint | None:
         """The endpoint a profile's calls go to, or ``None`` when none is configured."""
-        profile = self.profiles.get(profile_name)
-        base_url = profile.base_url or self.default_base_url
-        if not base_url:
-            return None
-        key = None
-        if profile.api_key_env:
-            key = self._environ.get(profile.api_key_env, "").strip() or None
-        return Endpoint(base_url, key or self._default_api_key or NO_API_KEY)
+        return resolve_endpoint(
+            self.profiles.get(profile_name),
+            default_base_url=self.default_base_url,
+            default_api_key=self._default_api_key,
+            environ=self._environ,
+        )
 
     def is_configured(self, profile_name: str | None = None) -> bool:
         """Whether ``profile_name`` (or, with ``None``, any profile) has an endpoint."""
@@ -202,13 +235,7 @@ class OpenAICompatibleLLM:
         key = (endpoint.base_url, endpoint.api_key)
         client = self._clients.get(key)
         if client is None:
-            client = openai.AsyncOpenAI(
-                base_url=endpoint.base_url,
-                api_key=endpoint.api_key,
-                max_retries=0,
-                http_client=openai.DefaultAioHttpClient(limits=_POOL_LIMITS),
-            )
-            self._clients[key] = client
+            client = self._clients[key] = new_sdk_client(endpoint)
         return client
 
     async def complete(
@@ -227,7 +254,7 @@ class OpenAICompatibleLLM:
             raise LLMUnavailable(profile, f"no endpoint configured (set {BASE_URL_ENV})")
         body: dict[str, Any] = {
             "model": settings.model,
-            "messages": [message.to_openai() for message in messages],
+            "messages": _wire_messages(messages, vision=settings.vision),
             "temperature": settings.temperature,
             "max_tokens": max_tokens if max_tokens is not None else settings.max_tokens,
         }
@@ -251,7 +278,7 @@ class OpenAICompatibleLLM:
                     options={"timeout": settings.timeout_seconds},
                 )
         except (TimeoutError, openai.APITimeoutError) as exc:
-            refused = _connection_error(exc)
+            refused = connection_error(exc)
             if refused is not None:  # the aiohttp transport reports a refusal as a timeout
                 raise LLMError(profile, f"connection failed: {refused}") from exc
             raise LLMTimeout(profile, f"no answer within {settings.timeout_seconds:g}s") from exc
@@ -282,6 +309,13 @@ class OpenAICompatibleLLM:
         clients, self._clients = list(self._clients.values()), {}
         for client in clients:
             await client.close()
+
+
+def _wire_messages(messages: Sequence[ChatMessage], *, vision: bool) -> list[dict[str, Any]]:
+    """The messages as sent: with their image parts only for a vision profile."""
+    if vision:
+        return [message.to_openai() for message in messages]
+    return [message.without_images().to_openai() for message in messages]
 
 
 def _to_response(profile: str, settings: LLMProfile, completion: Any) -> LLMResponse:

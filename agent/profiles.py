@@ -7,6 +7,10 @@ The file (seed format) maps each role to its settings::
               max_tokens: 800, timeout_seconds: 20}
       ...
 
+One more entry is optional: ``transcription`` (voice notes, an OpenAI-compatible
+``/audio/transcriptions`` endpoint), a :class:`TranscriptionProfile`. Without it,
+transcription is not configured.
+
 A default file ships in the package; ``LLM_PROFILES_PATH`` points at another one. Every
 problem (unreadable file, bad YAML, missing role or field, unknown key, bad value) is a
 :class:`~agent.errors.ProfileError` naming the file and the key path, raised at start-up.
@@ -21,10 +25,18 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    ValidationError,
+    field_validator,
+)
 
 from agent.errors import ProfileError
 
@@ -32,45 +44,43 @@ __all__ = [
     "DEFAULT_PROFILES_NAME",
     "PROFILES_PATH_ENV",
     "PROFILE_NAMES",
+    "TRANSCRIPTION_PROFILE",
     "LLMProfile",
     "LLMProfiles",
+    "TranscriptionProfile",
     "load_profiles",
     "load_profiles_from_env",
     "parse_profiles",
 ]
 
 PROFILE_NAMES = ("agent", "router", "route_continuity", "psychologist", "psychologist_light")
-"""Every role that must have a profile; any other name in the file is a typo."""
+"""Every role that must have a profile; any other name but the optional ones is a typo."""
+
+TRANSCRIPTION_PROFILE = "transcription"
+"""The optional profile of the voice-note transcription endpoint."""
 
 PROFILES_PATH_ENV = "LLM_PROFILES_PATH"
 DEFAULT_PROFILES_NAME = "llm_profiles.yaml"
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_LANGUAGE = re.compile(r"^[a-z]{2}$")
 
 Provider = Literal["openai_compatible", "oci_openai"]
 Price = Annotated[Decimal, Field(ge=0, allow_inf_nan=False)]
 
 
-class LLMProfile(BaseModel):
-    """One role's settings. Unknown keys are rejected (a typo must not pass silently)."""
+class _EndpointProfile(BaseModel):
+    """What every profile has: the model, its endpoint, its time limit and its prices.
+    Unknown keys are rejected (a typo must not pass silently)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     provider: Provider
     model: Annotated[str, Field(min_length=1)]
-    temperature: Annotated[float, Field(strict=True)]
-    max_tokens: Annotated[StrictInt, Field(gt=0)]
     timeout_seconds: Annotated[float, Field(strict=True, gt=0, le=600)]
     base_url: str | None = None
     api_key_env: str | None = None
     price_input_per_mtok: Price = Decimal(0)
     price_output_per_mtok: Price = Decimal(0)
-
-    @field_validator("temperature")
-    @classmethod
-    def _temperature_range(cls, value: float) -> float:
-        if not 0 <= value <= 2:
-            raise ValueError("must be between 0 and 2")
-        return value
 
     @field_validator("base_url")
     @classmethod
@@ -87,12 +97,52 @@ class LLMProfile(BaseModel):
         return value
 
 
+_P = TypeVar("_P", bound=_EndpointProfile)
+
+
+class LLMProfile(_EndpointProfile):
+    """One chat role's settings. ``vision``: the model reads images (image parts are
+    sent to it; other profiles get the text of the message only)."""
+
+    temperature: Annotated[float, Field(strict=True)]
+    max_tokens: Annotated[StrictInt, Field(gt=0)]
+    vision: StrictBool = False
+
+    @field_validator("temperature")
+    @classmethod
+    def _temperature_range(cls, value: float) -> float:
+        if not 0 <= value <= 2:
+            raise ValueError("must be between 0 and 2")
+        return value
+
+
+class TranscriptionProfile(_EndpointProfile):
+    """The voice-note transcription endpoint (``POST {base_url}/audio/transcriptions``).
+
+    ``language`` (ISO-639-1) is sent with every audio. Prices: token-billed models report
+    tokens (``price_input_per_mtok`` for the audio, ``price_output_per_mtok`` for the
+    text); duration-billed ones (``whisper-1``) report seconds (``price_per_minute``)."""
+
+    language: str = "pt"
+    price_per_minute: Price = Decimal(0)
+
+    @field_validator("language")
+    @classmethod
+    def _iso_639_1(cls, value: str) -> str:
+        if not _LANGUAGE.match(value):
+            raise ValueError("must be an ISO-639-1 language code, e.g. 'pt'")
+        return value
+
+
 @dataclass(frozen=True)
 class LLMProfiles:
-    """The loaded profiles, by role name; ``source`` is the file they came from."""
+    """The loaded chat profiles, by role name (iterating gives the roles); ``source`` is
+    the file they came from; ``transcription`` is kept apart, as it is not a chat role."""
 
     profiles: Mapping[str, LLMProfile]
     source: str = DEFAULT_PROFILES_NAME
+    transcription: TranscriptionProfile | None = None
+    """The optional ``transcription`` profile (``None``: transcription not configured)."""
     names: tuple[str, ...] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -171,24 +221,34 @@ def parse_profiles(text: str, source: str) -> LLMProfiles:
     raw = data["profiles"]
     if not isinstance(raw, dict):
         raise ProfileError(source, "profiles", "must be a mapping of role name to settings")
+    known = (*PROFILE_NAMES, TRANSCRIPTION_PROFILE)
     for name in raw:
-        if name not in PROFILE_NAMES:
-            known = ", ".join(PROFILE_NAMES)
-            raise ProfileError(source, f"profiles.{name}", f"unknown profile (known: {known})")
+        if name not in known:
+            raise ProfileError(
+                source, f"profiles.{name}", f"unknown profile (known: {', '.join(known)})"
+            )
     profiles: dict[str, LLMProfile] = {}
     for name in PROFILE_NAMES:
         if name not in raw:
             raise ProfileError(source, f"profiles.{name}", "missing profile")
-        settings = raw[name]
-        if not isinstance(settings, dict):
-            raise ProfileError(source, f"profiles.{name}", "must be a mapping of settings")
-        try:
-            profiles[name] = LLMProfile.model_validate(settings)
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            key = _key_path(("profiles", name, *first["loc"]))
-            raise ProfileError(source, key, _reason(first)) from None
-    return LLMProfiles(profiles, source)
+        profiles[name] = _validated(LLMProfile, raw[name], source, name)
+    transcription = None
+    if TRANSCRIPTION_PROFILE in raw:
+        settings = raw[TRANSCRIPTION_PROFILE]
+        transcription = _validated(TranscriptionProfile, settings, source, TRANSCRIPTION_PROFILE)
+    return LLMProfiles(profiles, source, transcription)
+
+
+def _validated(kind: type[_P], settings: Any, source: str, name: str) -> _P:
+    """``settings`` validated as ``kind``; the first problem is a :class:`ProfileError`."""
+    if not isinstance(settings, dict):
+        raise ProfileError(source, f"profiles.{name}", "must be a mapping of settings")
+    try:
+        return kind.model_validate(settings)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        key = _key_path(("profiles", name, *first["loc"]))
+        raise ProfileError(source, key, _reason(first)) from None
 
 
 def load_profiles(path: Path | str | None = None) -> LLMProfiles:

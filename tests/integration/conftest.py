@@ -23,14 +23,17 @@ NOW = datetime(2026, 6, 15, 10, 30, tzinfo=SAO_PAULO)
 
 
 def profiles_with(**changes: dict[str, Any]) -> LLMProfiles:
-    """The packaged profiles with some fields changed: ``profiles_with(agent={...})``."""
+    """The packaged profiles with some fields changed: ``profiles_with(agent={...})``,
+    ``profiles_with(transcription={...})``."""
     base = load_profiles()
+    assert base.transcription is not None
     return LLMProfiles(
         {
             name: profile.model_copy(update=changes.get(name, {}))
             for name, profile in base.profiles.items()
         },
         "test-profiles.yaml",
+        base.transcription.model_copy(update=changes.get("transcription", {})),
     )
 
 

@@ -53,6 +53,87 @@ def test_the_packaged_default_has_every_role_with_prices() -> None:
     assert all(profiles.get(name).base_url is None for name in PROFILE_NAMES)
 
 
+def test_the_packaged_default_has_a_transcription_profile_and_a_vision_agent() -> None:
+    profiles = load_profiles()
+
+    transcription = profiles.transcription
+    assert transcription is not None
+    assert (transcription.model, transcription.language) == ("gpt-4o-mini-transcribe", "pt")
+    assert transcription.base_url is None  # LLM_BASE_URL, as every role
+    assert transcription.price_input_per_mtok > 0
+    assert "transcription" not in profiles  # not a chat role
+    assert profiles.get("agent").vision
+    assert not profiles.get("router").vision
+
+
+def test_a_file_without_transcription_leaves_it_unconfigured(tmp_path: Path) -> None:
+    profiles = load_profiles(_write(tmp_path, _valid()))
+
+    assert profiles.transcription is None
+    assert not any(profiles.get(name).vision for name in PROFILE_NAMES)  # vision: opt-in
+
+
+def test_a_transcription_profile_loads_with_its_own_fields(tmp_path: Path) -> None:
+    data = _valid()
+    data["profiles"]["transcription"] = {
+        "provider": "openai_compatible",
+        "model": "whisper-1",
+        "timeout_seconds": 30,
+        "language": "es",
+        "base_url": "http://127.0.0.1:8000/v1",
+        "api_key_env": "STT_KEY",
+        "price_per_minute": "0.006",
+    }
+
+    transcription = load_profiles(_write(tmp_path, data)).transcription
+
+    assert transcription is not None
+    assert (transcription.model, transcription.language) == ("whisper-1", "es")
+    assert (transcription.base_url, transcription.api_key_env) == (
+        "http://127.0.0.1:8000/v1",
+        "STT_KEY",
+    )
+    assert transcription.price_per_minute == Decimal("0.006")
+
+
+_TRANSCRIPTION = {"provider": "openai_compatible", "model": "whisper-1", "timeout_seconds": 30}
+
+
+@pytest.mark.parametrize(
+    ("change", "key", "reason"),
+    [
+        ({"max_tokens": 100}, "profiles.transcription.max_tokens", "unknown field"),
+        ({"language": "pt-BR"}, "profiles.transcription.language", "ISO-639-1"),
+        ({"model": None}, "profiles.transcription.model", "string"),
+        ({"timeout_seconds": 0}, "profiles.transcription.timeout_seconds", "greater"),
+        ({"price_per_minute": -1}, "profiles.transcription.price_per_minute", "greater"),
+        ({"base_url": "ws://x"}, "profiles.transcription.base_url", "http"),
+    ],
+)
+def test_a_bad_transcription_value_names_the_key(
+    tmp_path: Path, change: dict[str, Any], key: str, reason: str
+) -> None:
+    data = _valid()
+    data["profiles"]["transcription"] = {**_TRANSCRIPTION, **change}
+
+    with pytest.raises(ProfileError) as caught:
+        load_profiles(_write(tmp_path, data))
+
+    assert caught.value.key == key
+    assert reason in caught.value.reason
+
+
+def test_vision_must_be_a_boolean(tmp_path: Path) -> None:
+    data = _valid()
+    data["profiles"]["agent"]["vision"] = "yes"
+
+    with pytest.raises(ProfileError) as caught:
+        load_profiles(_write(tmp_path, data))
+
+    assert caught.value.key == "profiles.agent.vision"
+    assert "boolean" in caught.value.reason
+
+
 def test_a_file_loads_with_optional_fields_and_the_oci_alias(tmp_path: Path) -> None:
     data = _valid()
     data["profiles"]["agent"].update(
