@@ -209,8 +209,9 @@ async def test_close_is_idempotent_and_the_sender_reopens(
 async def test_blank_text_is_refused_before_any_request(
     fake: FakeTwilioAPI, sender: TwilioSender
 ) -> None:
-    with pytest.raises(ValueError, match="blank"):
+    with pytest.raises(SendError, match="blank") as info:
         await sender.send_text(USER, "  \n ")
+    assert not info.value.retryable
     assert fake.requests == []
 
 
