@@ -239,15 +239,18 @@ class _HttpFetcher:
         url: URL,
         *,
         credentials: Mapping[str, str],
+        same_origin_redirects_keep_credentials: bool = False,
         allowed: _Origins,
         max_bytes: int,
         declared_type: str | None,
         filename: str | None,
     ) -> FetchedMedia:
         """GET ``url`` with ``credentials``, following up to 3 redirects inside ``allowed``
-        without them; the body is read up to ``max_bytes``."""
+        without them (or, if asked, with them while the origin stays the same); the body
+        is read up to ``max_bytes``."""
         session = self._http()
         headers = dict(credentials)
+        credentialed = _origin(url)
         what = "the media URL"
         for _hop in range(_MAX_REDIRECTS + 1):
             if not allowed.allows(url):
@@ -260,7 +263,9 @@ class _HttpFetcher:
                         raise self._error(
                             "download_failed", "redirect without a usable Location", response.status
                         )
-                    url, headers, what = url.join(target), {}, "a redirect"
+                    url, what = url.join(target), "a redirect"
+                    keep = same_origin_redirects_keep_credentials and _origin(url) == credentialed
+                    headers = dict(credentials) if keep else {}
                     continue
                 if response.status != 200:
                     snippet = (await response.content.read(200)).decode("utf-8", "replace")
@@ -366,7 +371,7 @@ class _GraphMedia(BaseModel):
 class MetaMediaFetcher(_HttpFetcher):
     """Meta Cloud API media: ``GET {graph}/{version}/{media-id}`` with the bearer token →
     ``url`` (on ``graph_base_url``'s origin or Meta's media host) → GET it with the bearer
-    token; redirects from there are followed without it."""
+    token; a redirect keeps the token only while it stays on that url's origin."""
 
     provider = "meta"
 
@@ -404,6 +409,7 @@ class MetaMediaFetcher(_HttpFetcher):
         return await self._download(
             url,
             credentials=self._auth,
+            same_origin_redirects_keep_credentials=True,  # the host the token went to anyway
             allowed=self._downloads,
             max_bytes=max_bytes,
             declared_type=info.mime_type or media.mime_type,
