@@ -154,6 +154,16 @@ def _parse(text: str) -> URL | None:
         return None
 
 
+async def _read_small(response: aiohttp.ClientResponse, limit: int) -> bytes:
+    """The start of a body that should be small (Graph's JSON, an error page)."""
+    data = bytearray()
+    async for chunk in response.content.iter_chunked(_CHUNK):
+        data.extend(chunk)
+        if len(data) >= limit:
+            break
+    return bytes(data[:limit])
+
+
 def _mime(value: str | None) -> str:
     return (value or "").partition(";")[0].strip().lower()
 
@@ -268,7 +278,7 @@ class _HttpFetcher:
                     headers = dict(credentials) if keep else {}
                     continue
                 if response.status != 200:
-                    snippet = (await response.content.read(200)).decode("utf-8", "replace")
+                    snippet = (await _read_small(response, 200)).decode("utf-8", "replace")
                     raise self._error(
                         "download_failed", f"HTTP {response.status}: {snippet}", response.status
                     )
@@ -419,7 +429,7 @@ class MetaMediaFetcher(_HttpFetcher):
     async def _info(self, media_id: str) -> _GraphMedia:
         url = URL(f"{self._graph}/{self._version}/{media_id}")
         async with self._http().get(url, headers=self._auth, allow_redirects=False) as response:
-            raw = await response.content.read(64 * 1024)
+            raw = await _read_small(response, 64 * 1024)
             status = response.status
         if status != 200:
             message = f"Graph answered HTTP {status}: {_graph_message(raw)}"
