@@ -1,9 +1,9 @@
 """WhatsApp channels: verify + parse provider webhooks into normalised models, send replies.
 
 Providers: Twilio (``channels.twilio``), Meta Cloud API (``channels.meta``) and the local
-outbox (``channels.outbox``). Never imports ``agent`` or ``gateway``; never imports
-aiohttp's server side: the web layer passes plain data in and maps ``ChannelError``
-subclasses to HTTP statuses (``err.http_status``).
+outbox (``channels.outbox``); inbound media is downloaded by ``channels.media``. Never
+imports ``agent`` or ``gateway``; never imports aiohttp's server side: the web layer passes
+plain data in and maps ``ChannelError`` subclasses to HTTP statuses (``err.http_status``).
 """
 
 from channels.base import Sender
@@ -12,9 +12,20 @@ from channels.errors import (
     OUTSIDE_WINDOW_CODES,
     ChannelError,
     MalformedPayload,
+    MediaError,
+    MediaErrorReason,
     OutsideWindowError,
     SendError,
     SignatureError,
+)
+from channels.media import (
+    META_MEDIA_HOSTS,
+    TWILIO_MEDIA_HOSTS,
+    WHATSAPP_MEDIA_TYPES,
+    FetchedMedia,
+    MediaFetcher,
+    MetaMediaFetcher,
+    TwilioMediaFetcher,
 )
 from channels.meta import (
     META_MAX_LENGTH,
@@ -34,7 +45,7 @@ from channels.models import (
     StatusUpdate,
     make_thread_id,
 )
-from channels.numbers import mask_number, mask_thread_id, to_e164
+from channels.numbers import is_bsuid, mask_number, mask_thread_id, to_e164
 from channels.outbox import (
     OUTBOX_MAX_LENGTH,
     OutboxBatch,
@@ -54,16 +65,24 @@ from channels.twilio import (
 
 __all__ = [
     "META_MAX_LENGTH",
+    "META_MEDIA_HOSTS",
     "OUTBOX_MAX_LENGTH",
     "OUTSIDE_WINDOW_CODES",
     "TWILIO_MAX_LENGTH",
+    "TWILIO_MEDIA_HOSTS",
+    "WHATSAPP_MEDIA_TYPES",
     "ChannelError",
     "ChannelName",
+    "FetchedMedia",
     "InboundKind",
     "InboundMessage",
     "Location",
     "MalformedPayload",
     "Media",
+    "MediaError",
+    "MediaErrorReason",
+    "MediaFetcher",
+    "MetaMediaFetcher",
     "MetaSender",
     "OutboxBatch",
     "OutboxEntry",
@@ -75,9 +94,11 @@ __all__ = [
     "Sender",
     "SignatureError",
     "StatusUpdate",
+    "TwilioMediaFetcher",
     "TwilioSender",
     "compute_twilio_signature",
     "describe",
+    "is_bsuid",
     "make_thread_id",
     "mask_number",
     "mask_thread_id",

@@ -23,13 +23,20 @@ class Sender(Protocol):
         """The longest part the provider accepts; longer texts are split by ``send_text``."""
         ...
 
-    async def send_text(self, to: str, text: str) -> SendResult:
-        """Send ``text`` (split if needed) to ``to`` (E.164); raise ``SendError`` on failure."""
+    async def send_text(self, to: str, text: str, *, from_: str | None = None) -> SendResult:
+        """Send ``text`` (split if needed) to ``to`` (E.164; on Meta also a business-scoped
+        user id) from the business address ``from_`` (Twilio: ``whatsapp:+E164`` or a
+        Messaging Service SID ``MG…``; Meta: a phone number id; ``None``: the sender's
+        default). Raises only ``SendError``, on every failure: a bad ``to``/``from_`` or a
+        blank text is a non-retryable one."""
         ...
 
-    async def mark_read(self, message_id: str, *, typing: bool = True) -> None:
+    async def mark_read(
+        self, message_id: str, *, typing: bool = True, from_: str | None = None
+    ) -> None:
         """Mark an inbound message as read where the provider supports it (else no-op);
-        ``typing`` also shows the typing indicator until the reply (or ~25 s)."""
+        ``typing`` also shows the typing indicator until the reply (or ~25 s); ``from_``
+        is the business address that received it (Meta: its phone number id)."""
         ...
 
     async def close(self) -> None:

@@ -1,18 +1,20 @@
 """The channel errors: one root, specific subclasses with structured fields.
 
 The gateway maps them to HTTP statuses through ``http_status`` (403 for a bad signature,
-400 for a malformed delivery) and decides from ``SendError.retryable`` whether a failed
-send may be tried again.
+400 for a malformed delivery), decides from ``SendError.retryable`` whether a failed
+send may be tried again, and from ``MediaError.reason`` what to tell the couple.
 """
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 __all__ = [
     "OUTSIDE_WINDOW_CODES",
     "ChannelError",
     "MalformedPayload",
+    "MediaError",
+    "MediaErrorReason",
     "OutsideWindowError",
     "SendError",
     "SignatureError",
@@ -100,3 +102,33 @@ class OutsideWindowError(SendError):
         sent_ids: tuple[str, ...] = (),
     ) -> None:
         super().__init__(provider, code, message, retryable=False, status=status, sent_ids=sent_ids)
+
+
+MediaErrorReason = Literal[
+    "forbidden_host", "too_large", "unsupported_type", "download_failed", "timeout"
+]
+
+
+class MediaError(ChannelError):
+    """A media file that could not be fetched; never retried by the fetcher.
+
+    ``reason`` is for machines: ``forbidden_host`` (a URL or redirect outside the
+    provider's origins: nothing was requested there), ``too_large`` (over ``max_bytes``,
+    by Content-Length, the provider's declared size or while streaming),
+    ``unsupported_type``, ``download_failed`` (the provider refused, or the transport
+    failed; ``status`` holds the HTTP status when there was one) and ``timeout``.
+    """
+
+    http_status: ClassVar[int] = 502
+
+    def __init__(
+        self,
+        reason: MediaErrorReason,
+        message: str,
+        *,
+        provider: str | None = None,
+        status: int | None = None,
+    ) -> None:
+        super().__init__(message, provider=provider)
+        self.reason: MediaErrorReason = reason
+        self.status = status

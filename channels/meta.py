@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import re
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Annotated, Any, TypeVar
@@ -28,7 +29,7 @@ from channels.models import (
     SendResult,
     StatusUpdate,
 )
-from channels.numbers import mask_number, to_e164
+from channels.numbers import is_bsuid, mask_number, to_e164
 from channels.split import split_message
 
 __all__ = [
@@ -446,6 +447,8 @@ def _status(status: _Status, path: str) -> StatusUpdate:
 class MetaSender:
     """Replies through the Graph API ``/{version}/{phone_number_id}/messages`` endpoint.
 
+    ``phone_number_id`` is the default business number; ``send_text`` / ``mark_read``
+    take ``from_=`` to use another one of the same app (the number the couple wrote to).
     Owns one ``aiohttp.ClientSession``, created by ``start()`` or on first use inside the
     running loop; call ``close()`` on shutdown. Sends are never retried here.
     """
@@ -468,14 +471,13 @@ class MetaSender:
             raise ValueError(f"timeout must be positive, got {timeout}")
         self._token = access_token
         self._phone_number_id = phone_number_id
-        self._url = (
-            f"{graph_base_url.rstrip('/')}/{api_version.strip('/')}/{phone_number_id}/messages"
-        )
+        self._base = f"{graph_base_url.rstrip('/')}/{api_version.strip('/')}"
         self._timeout = aiohttp.ClientTimeout(total=timeout)
         self._session: aiohttp.ClientSession | None = None
 
     @property
     def phone_number_id(self) -> str:
+        """The default business number's id."""
         return self._phone_number_id
 
     async def start(self) -> None:
@@ -490,33 +492,35 @@ class MetaSender:
             )
         return self._session
 
-    async def send_text(self, to: str, text: str) -> SendResult:
-        """Send ``text`` to ``to`` (E.164), split at 4096 characters; the ``wamid`` of each part.
+    async def send_text(self, to: str, text: str, *, from_: str | None = None) -> SendResult:
+        """Send ``text`` to ``to``, split at 4096 characters; the ``wamid`` of each part.
 
-        Raises ``SendError`` (``OutsideWindowError`` for 131047); its ``sent_ids`` lists the
-        parts accepted before the failure.
+        ``to`` is an E.164 number, or a business-scoped user id (``"BR.1502…"``, a user
+        known only by their username) sent as ``recipient``. ``from_`` is the
+        ``phone_number_id`` to send from (``None``: the default). Raises only
+        ``SendError`` (``OutsideWindowError`` for 131047; a bad ``to``/``from_`` or a
+        blank text is a non-retryable one); its ``sent_ids`` lists the parts accepted
+        before the failure.
         """
-        try:
-            digits = to_e164(to, field="to")[1:]
-        except MalformedPayload as exc:
-            raise ValueError(exc.reason) from None
+        url = self._messages_url(from_)
+        address = _recipient(to)
         parts = split_message(text, self.max_length)
         if not parts:
-            raise ValueError("nothing to send: the text is blank")
+            raise SendError(_PROVIDER, None, "nothing to send: the text is blank")
         sent: list[str] = []
         for part in parts:
             body = {
                 "messaging_product": "whatsapp",
-                "to": digits,
+                **address,
                 "type": "text",
                 "text": {"body": part},
             }
             try:
-                answer = await self._post(body, tuple(sent))
+                answer = await self._post(url, body, tuple(sent))
             except SendError as error:
                 _log.warning(
                     "meta.send_failed",
-                    to=mask_number(digits),
+                    to=mask_number(to),
                     code=error.code,
                     status=error.status,
                     retryable=error.retryable,
@@ -539,13 +543,19 @@ class MetaSender:
             sent.extend(ids)
         return SendResult(provider_message_ids=tuple(sent))
 
-    async def mark_read(self, message_id: str, *, typing: bool = True) -> None:
+    async def mark_read(
+        self, message_id: str, *, typing: bool = True, from_: str | None = None
+    ) -> None:
         """Mark an inbound message as read and, with ``typing``, show the typing indicator
         (until the reply is sent, or about 25 s). Use ``typing=False`` for messages that
-        will not be answered (reactions, unsupported types).
+        will not be answered (reactions, unsupported types). ``from_`` is the
+        ``phone_number_id`` that received the message (``None``: the default).
 
         Raises ``SendError`` on failure; callers treat it as best effort.
         """
+        url = self._messages_url(from_)
+        if not message_id:
+            raise SendError(_PROVIDER, None, "no message id to mark as read")
         body: dict[str, Any] = {
             "messaging_product": "whatsapp",
             "status": "read",
@@ -553,7 +563,7 @@ class MetaSender:
         }
         if typing:
             body["typing_indicator"] = {"type": "text"}
-        await self._post(body, ())
+        await self._post(url, body, ())
 
     async def close(self) -> None:
         """Close the HTTP session (idempotent)."""
@@ -561,10 +571,16 @@ class MetaSender:
         if session is not None:
             await session.close()
 
-    async def _post(self, body: dict[str, Any], sent: tuple[str, ...]) -> dict[str, Any]:
+    def _messages_url(self, from_: str | None) -> str:
+        phone_number_id = self._phone_number_id if from_ is None else from_.strip()
+        if not _PHONE_NUMBER_ID.fullmatch(phone_number_id):
+            raise SendError(_PROVIDER, None, f"from_ is not a phone number id: {from_!r}")
+        return f"{self._base}/{phone_number_id}/messages"
+
+    async def _post(self, url: str, body: dict[str, Any], sent: tuple[str, ...]) -> dict[str, Any]:
         session = self._http()
         try:
-            async with session.post(self._url, json=body) as response:
+            async with session.post(url, json=body) as response:
                 raw = await response.read()
                 status = response.status
         except TimeoutError:
@@ -579,6 +595,8 @@ class MetaSender:
             raise SendError(_PROVIDER, None, f"cannot connect: {exc}", True, sent_ids=sent) from exc
         except aiohttp.ClientError as exc:
             raise SendError(_PROVIDER, None, f"transport error: {exc}", sent_ids=sent) from exc
+        except Exception as exc:  # a sender raises only SendError
+            raise SendError(_PROVIDER, None, f"unexpected error: {exc!r}", sent_ids=sent) from exc
         try:
             answer = json.loads(raw) if raw else {}
         except (UnicodeDecodeError, json.JSONDecodeError):
@@ -586,6 +604,26 @@ class MetaSender:
         if 200 <= status < 300 and isinstance(answer, dict):
             return answer
         raise _graph_error(status, answer, raw, sent)
+
+
+_PHONE_NUMBER_ID = re.compile(r"[0-9]{1,32}")
+
+
+def _recipient(to: str) -> dict[str, str]:
+    """``{"to": digits}`` for a phone number, ``{"recipient": bsuid}`` for a business-scoped
+    user id; ``SendError`` (not retryable) for anything else.
+
+    Meta, "Business-scoped user IDs" (developers.facebook.com/documentation/
+    business-messaging/whatsapp/business-scoped-user-ids, 2026): the messages endpoint
+    takes a BSUID or parent BSUID in ``recipient``; with both ``to`` and ``recipient``,
+    ``to`` wins; error 131062 when a BSUID cannot receive that type of message.
+    """
+    if is_bsuid(to):
+        return {"recipient": to.strip()}
+    try:
+        return {"to": to_e164(to, field="to")[1:]}
+    except MalformedPayload as exc:
+        raise SendError(_PROVIDER, None, exc.reason) from None
 
 
 def _graph_error(status: int, answer: object, raw: bytes, sent: tuple[str, ...]) -> SendError:

@@ -1,10 +1,12 @@
-"""Phone numbers: normalise to E.164, mask for logs."""
+"""Phone numbers: normalise to E.164, mask for logs; tell a business-scoped user id."""
 
 from __future__ import annotations
 
+import re
+
 from channels.errors import MalformedPayload
 
-__all__ = ["mask_number", "mask_thread_id", "to_e164"]
+__all__ = ["is_bsuid", "mask_number", "mask_thread_id", "to_e164"]
 
 _WHATSAPP_PREFIX = "whatsapp:"
 _SEPARATORS = str.maketrans("", "", " -().\u00a0")
@@ -52,3 +54,15 @@ def mask_thread_id(thread_id: str) -> str:
     channel, _, rest = thread_id.partition(":")
     business, _, user = rest.partition(":")
     return f"{channel}:{business}:{mask_number(user)}" if user else thread_id
+
+
+# Meta, "Business-scoped user IDs" (WhatsApp Business Platform docs, 2026): a two-letter
+# country code, a period, up to 128 alphanumerics ("BR.1502576394655843"); a parent BSUID
+# shared across portfolios has "ENT." after the country ("US.ENT.11815799212886844830").
+_BSUID = re.compile(r"[A-Z]{2}\.(?:ENT\.)?[0-9A-Za-z]{1,128}")
+
+
+def is_bsuid(value: str) -> bool:
+    """Whether ``value`` is a WhatsApp business-scoped user id (or a parent one), the
+    address Meta gives a user who hides their phone number behind a username."""
+    return _BSUID.fullmatch(value.strip()) is not None

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import math
+import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -22,7 +23,7 @@ from twilio.rest import Client
 
 from channels.errors import MalformedPayload, OutsideWindowError, SendError, SignatureError
 from channels.models import InboundKind, InboundMessage, Location, Media, SendResult, StatusUpdate
-from channels.numbers import mask_number, to_e164
+from channels.numbers import is_bsuid, mask_number, to_e164
 from channels.split import split_message
 
 __all__ = [
@@ -246,8 +247,11 @@ def _coordinate(raw: str | None, name: str, bound: float) -> float:
 class TwilioSender:
     """Replies through Twilio's REST API with the twilio SDK's asyncio client.
 
-    The create POST is never retried (a retry after a 5xx or a timeout can deliver the
-    message twice). The SDK client and its aiohttp session are created on first use,
+    The sender is a WhatsApp number (``whatsapp:+E164``) or a Messaging Service SID
+    (``MG…``, sent as ``MessagingServiceSid``): ``from_number`` is the default, and
+    ``send_text(..., from_=…)`` picks another one per reply (the number the couple wrote
+    to). The create POST is never retried (a retry after a 5xx or a timeout can deliver
+    the message twice). The SDK client and its aiohttp session are created on first use,
     inside the running event loop; call ``close()`` on shutdown.
     """
 
@@ -269,7 +273,7 @@ class TwilioSender:
         if timeout <= 0:
             raise ValueError(f"timeout must be positive, got {timeout}")
         try:
-            self._from = "whatsapp:" + to_e164(from_number, field="from_number")
+            self._from = _sender_address(from_number, "from_number")
         except MalformedPayload as exc:
             raise ValueError(exc.reason) from None
         self._account_sid = account_sid
@@ -282,8 +286,8 @@ class TwilioSender:
 
     @property
     def from_number(self) -> str:
-        """The sender, ``whatsapp:+E164``."""
-        return self._from
+        """The default sender: ``whatsapp:+E164``, or a Messaging Service SID ``MG…``."""
+        return self._from[1]
 
     def _twilio(self) -> Any:
         if self._client is None:
@@ -296,23 +300,35 @@ class TwilioSender:
             self._client = client
         return self._client
 
-    async def send_text(self, to: str, text: str) -> SendResult:
+    async def send_text(self, to: str, text: str, *, from_: str | None = None) -> SendResult:
         """Send ``text`` to ``to`` (E.164 or ``whatsapp:+…``), split at 1600 characters.
 
-        Returns the ``SM…`` sid of every part. Raises ``SendError`` (``OutsideWindowError``
-        for 63016); its ``sent_ids`` lists the parts accepted before the failure.
+        ``from_`` is the business address to send from: a ``whatsapp:+E164`` number or a
+        Messaging Service SID (``MG…``); ``None``: ``from_number``. Returns the ``SM…``
+        sid of every part. Raises only ``SendError`` (``OutsideWindowError`` for 63016;
+        a bad ``to``/``from_`` or a blank text is a non-retryable one); its ``sent_ids``
+        lists the parts accepted before the failure.
         """
+        if is_bsuid(to):
+            # Twilio documents no way to address a WhatsApp business-scoped user id.
+            raise SendError(
+                _PROVIDER,
+                None,
+                "cannot send to a business-scoped user id through Twilio: "
+                "only WhatsApp phone numbers can be addressed",
+            )
         try:
             recipient = "whatsapp:" + to_e164(to, field="to")
+            field, sender = self._from if from_ is None else _sender_address(from_, "from_")
         except MalformedPayload as exc:
-            raise ValueError(exc.reason) from None
+            raise SendError(_PROVIDER, None, exc.reason) from None
         parts = split_message(text, self.max_length)
         if not parts:
-            raise ValueError("nothing to send: the text is blank")
+            raise SendError(_PROVIDER, None, "nothing to send: the text is blank")
         client = self._twilio()
         sent: list[str] = []
         for part in parts:
-            options: dict[str, Any] = {"from_": self._from, "to": recipient, "body": part}
+            options: dict[str, Any] = {field: sender, "to": recipient, "body": part}
             if self._status_callback:
                 options["status_callback"] = self._status_callback
             try:
@@ -320,8 +336,6 @@ class TwilioSender:
                     message = await client.messages.create_async(**options)
             except Exception as exc:
                 error = _send_error(exc, tuple(sent))
-                if error is None:
-                    raise
                 _log.warning(
                     "twilio.send_failed",
                     to=mask_number(recipient),
@@ -335,9 +349,11 @@ class TwilioSender:
             sent.append(str(message.sid))
         return SendResult(provider_message_ids=tuple(sent))
 
-    async def mark_read(self, message_id: str, *, typing: bool = True) -> None:
+    async def mark_read(
+        self, message_id: str, *, typing: bool = True, from_: str | None = None
+    ) -> None:
         """Twilio has no read receipts for inbound WhatsApp messages: nothing to do."""
-        del message_id, typing
+        del message_id, typing, from_
 
     async def close(self) -> None:
         """Close the SDK client's aiohttp session (idempotent)."""
@@ -346,8 +362,23 @@ class TwilioSender:
             await http.close()
 
 
-def _send_error(exc: Exception, sent: tuple[str, ...]) -> SendError | None:
-    """Map what ``create_async`` raised to a ``SendError``; ``None`` for anything else."""
+_MESSAGING_SERVICE_SID = re.compile(r"MG[0-9a-fA-F]{32}")
+
+
+def _sender_address(value: str, field: str) -> tuple[str, str]:
+    """``("messaging_service_sid", "MG…")`` for a Messaging Service SID, else
+    ``("from_", "whatsapp:+E164")``: the SDK's keyword and its value."""
+    raw = value.strip()
+    if _MESSAGING_SERVICE_SID.fullmatch(raw):
+        return "messaging_service_sid", raw
+    if raw[:2].upper() == "MG":
+        raise MalformedPayload(f"{field} is not a Messaging Service SID: {value!r}")
+    return "from_", "whatsapp:" + to_e164(raw, field=field)
+
+
+def _send_error(exc: Exception, sent: tuple[str, ...]) -> SendError:
+    """Map what ``create_async`` raised to a ``SendError`` (anything unexpected: not
+    retryable, the message may or may not have been sent)."""
     if isinstance(exc, TwilioException) and hasattr(exc, "status"):
         status = _int_or_none(getattr(exc, "status", None))
         code = _int_or_none(getattr(exc, "code", None))
@@ -373,7 +404,7 @@ def _send_error(exc: Exception, sent: tuple[str, ...]) -> SendError | None:
         return SendError(_PROVIDER, None, f"cannot connect: {exc}", True, sent_ids=sent)
     if isinstance(exc, aiohttp.ClientError):
         return SendError(_PROVIDER, None, f"transport error: {exc}", sent_ids=sent)
-    return None
+    return SendError(_PROVIDER, None, f"unexpected error: {exc!r}", sent_ids=sent)
 
 
 def _int_or_none(value: object) -> int | None:

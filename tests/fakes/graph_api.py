@@ -9,16 +9,26 @@
         [message] = await fake.wait_for_messages(1)
 
 Implements ``POST /{version}/{phone_number_id}/messages`` with bearer auth: text sends
-(recorded in ``messages``) and read receipts (recorded in ``read_receipts``), Graph's
-error JSON for auth/validation failures and for scripted ones (``fail_next``), a
+(recorded in ``messages``) and read receipts (recorded in ``read_receipts``), each with
+the ``phone_number_id`` it was posted to (``add_phone_number_id`` registers more numbers
+of the app), to a phone number (``to``) or a business-scoped user id (``recipient``);
+Graph's error JSON for auth/validation failures and for scripted ones (``fail_next``), a
 per-request ``delay``, and ``deliver_status`` to POST a signed status webhook back to the
 gateway, like Meta does.
+
+Media, as the Cloud API serves it: ``add_media(data, mime_type)`` returns a ``FakeMedia``
+whose ``media_id`` goes in a webhook. ``GET /{version}/{media_id}`` (bearer required)
+answers ``{"url", "mime_type", "sha256", "file_size", "id", ...}`` with a ``url`` on this
+server (``/whatsapp_business/attachments/?mid=…``, like ``lookaside.fbsbx.com``), whose
+download requires the bearer too. Every request is recorded in ``requests``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
+import re
 import secrets
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -27,6 +37,7 @@ import aiohttp
 from aiohttp import web
 
 from tests.fakes._server import RecordingServer
+from tests.fakes.media import FakeMedia, stream_media
 from tests.fakes.payloads import (
     BUSINESS_NUMBER,
     META_PHONE_NUMBER_ID,
@@ -41,6 +52,7 @@ __all__ = ["FAKE_META_ACCESS_TOKEN", "FakeGraphAPI", "graph_error"]
 
 FAKE_META_ACCESS_TOKEN = "fake-meta-access-token"
 _BODY_LIMIT = 4096
+_BSUID = re.compile(r"[A-Z]{2}\.(?:ENT\.)?[0-9A-Za-z]{1,128}")
 
 _DEFAULT_MESSAGES = {
     131047: (
@@ -102,11 +114,53 @@ class FakeGraphAPI(RecordingServer):
         self.access_token = access_token
         self.phone_number_id = phone_number_id
         self.delay = delay  # seconds to wait before answering each request
+        self.phone_number_ids: set[str] = {phone_number_id}  # the app's business numbers
         self.read_receipts: list[dict[str, Any]] = []  # accepted "status": "read" bodies
+        self.media: dict[str, FakeMedia] = {}  # by media id
         self._failures: list[_Failure] = []
 
     def routes(self, app: web.Application) -> None:
         app.router.add_post("/{version}/{phone_number_id}/messages", self._messages)
+        app.router.add_get("/whatsapp_business/attachments/", self._download)
+        app.router.add_get("/{version}/{media_id}", self._media_info)
+
+    def add_phone_number_id(self, phone_number_id: str) -> str:
+        """Another business number of the same app that replies may be sent from."""
+        self.phone_number_ids.add(phone_number_id)
+        return phone_number_id
+
+    def add_media(
+        self,
+        data: bytes,
+        mime_type: str,
+        *,
+        filename: str | None = None,
+        chunked: bool = False,
+        download_url: str | None = None,
+        declared_size: int | None = None,
+        redirect_to: str | None = None,
+    ) -> FakeMedia:
+        """Serve ``data`` as a received media; put ``FakeMedia.media_id`` in the webhook.
+        ``download_url``: the ``url`` Graph answers instead of this server's;
+        ``declared_size``: the ``file_size`` it announces instead of the real one;
+        ``redirect_to``: the download answers a 302 there instead of the bytes."""
+        media_id = str(secrets.randbelow(9 * 10**15) + 10**15)
+        media = FakeMedia(
+            data,
+            mime_type,
+            filename=filename,
+            chunked=chunked,
+            download_url=download_url,
+            declared_size=declared_size,
+            redirect_to=redirect_to,
+            media_id=media_id,
+        )
+        media.url = download_url or (
+            f"{self.base_url}/whatsapp_business/attachments/?mid={media_id}"
+            f"&ext={secrets.randbelow(10**10)}&hash={secrets.token_urlsafe(18)}"
+        )
+        self.media[media_id] = media
+        return media
 
     # ------------------------------------------------------------------ scripting
 
@@ -180,7 +234,68 @@ class FakeGraphAPI(RecordingServer):
         ):
             return response.status
 
-    # ------------------------------------------------------------------ handler
+    # ------------------------------------------------------------------ handlers
+
+    async def _media_info(self, request: web.Request) -> web.Response:
+        """``GET /{version}/{media_id}``: the media's short-lived ``url`` and metadata."""
+        media_id = request.match_info["media_id"]
+        media = self.media.get(media_id)
+        status, answer = self._authorize(request)
+        if status == 200 and media is None:
+            status, answer = (
+                400,
+                graph_error(
+                    100,
+                    f"Unsupported get request. Object with ID '{media_id}' does not exist, cannot "
+                    "be loaded due to missing permissions, or does not support this operation.",
+                    error_type="GraphMethodException",
+                    error_subcode=33,
+                ),
+            )
+        elif status == 200 and media is not None:
+            answer = {
+                "messaging_product": "whatsapp",
+                "url": media.url,
+                "mime_type": media.content_type,
+                "sha256": hashlib.sha256(media.data).hexdigest(),
+                "file_size": media.declared_size
+                if media.declared_size is not None
+                else len(media.data),
+                "id": media_id,
+            }
+        await self._record(request, status)
+        return web.json_response(answer, status=status)
+
+    async def _download(self, request: web.Request) -> web.StreamResponse:
+        """The media ``url``: bearer required, then the bytes with their type."""
+        media = self.media.get(request.query.get("mid", ""))
+        status, answer = self._authorize(request)
+        if status == 200 and media is None:
+            status, answer = 404, graph_error(100, "Media not found")
+        if status == 200 and media is not None and media.redirect_to:
+            status = 302
+        await self._record(request, status)
+        if status == 302 and media is not None and media.redirect_to:
+            return web.Response(status=302, headers={"Location": media.redirect_to})
+        if status != 200 or media is None:
+            return web.json_response(answer, status=status)
+        return await stream_media(request, media)
+
+    def _authorize(self, request: web.Request) -> tuple[int, dict[str, Any]]:
+        if request.headers.get("Authorization") != f"Bearer {self.access_token}":
+            return 401, graph_error(190, _DEFAULT_MESSAGES[190][0])
+        return 200, {}
+
+    async def _record(self, request: web.Request, status: int) -> None:
+        record = {
+            "method": request.method,
+            "path": request.path_qs,
+            "authorization": request.headers.get("Authorization"),
+            "status": status,
+        }
+        async with self._changed:
+            self.requests.append(record)
+            self._changed.notify_all()
 
     async def _messages(self, request: web.Request) -> web.Response:
         raw = await request.read()
@@ -198,12 +313,13 @@ class FakeGraphAPI(RecordingServer):
             await asyncio.sleep(self.delay)
         status, answer, kind = self._answer(request, body)
         record["status"] = status
+        sender = {"phone_number_id": request.match_info["phone_number_id"]}
         async with self._changed:
             self.requests.append(record)
             if status == 200 and kind == "message":
-                self.messages.append({**body, "id": answer["messages"][0]["id"]})
+                self.messages.append({**body, "id": answer["messages"][0]["id"], **sender})
             elif status == 200 and kind == "read":
-                self.read_receipts.append(dict(body))
+                self.read_receipts.append({**body, **sender})
             self._changed.notify_all()
         return web.json_response(answer, status=status)
 
@@ -212,7 +328,7 @@ class FakeGraphAPI(RecordingServer):
     ) -> tuple[int, dict[str, Any], Literal["message", "read"] | None]:
         if request.headers.get("Authorization") != f"Bearer {self.access_token}":
             return 401, graph_error(190, _DEFAULT_MESSAGES[190][0]), None
-        if request.match_info["phone_number_id"] != self.phone_number_id:
+        if request.match_info["phone_number_id"] not in self.phone_number_ids:
             object_id = request.match_info["phone_number_id"]
             return (
                 400,
@@ -248,9 +364,15 @@ class FakeGraphAPI(RecordingServer):
     def _send(
         self, body: dict[str, Any]
     ) -> tuple[int, dict[str, Any], Literal["message", "read"] | None]:
-        to = body.get("to")
-        if not to:
+        to, recipient = body.get("to"), body.get("recipient")
+        if not to and not recipient:
             return 400, graph_error(100, "The parameter to is required."), "message"
+        if not to and not (isinstance(recipient, str) and _BSUID.fullmatch(recipient)):
+            return (
+                400,
+                graph_error(100, f"Invalid parameter: recipient {recipient!r} is not a BSUID"),
+                "message",
+            )
         if body.get("type", "text") != "text":
             return 400, graph_error(100, "Only text messages are faked."), "message"
         text = body.get("text")
@@ -263,9 +385,11 @@ class FakeGraphAPI(RecordingServer):
                 graph_error(100, "Param text['body'] must be at most 4096 characters long."),
                 "message",
             )
+        # ``to`` wins when both are given; a BSUID send answers ``user_id``, not ``wa_id``
+        contact = {"input": to, "wa_id": to} if to else {"input": recipient, "user_id": recipient}
         answer = {
             "messaging_product": "whatsapp",
-            "contacts": [{"input": to, "wa_id": to}],
+            "contacts": [contact],
             "messages": [{"id": new_wamid(), "message_status": "accepted"}],
         }
         return 200, answer, "message"

@@ -10,9 +10,16 @@ The real twilio SDK (``Client`` + ``AsyncTwilioHttpClient``) talks to it once
         [message] = await fake.wait_for_messages(1)
 
 Implements ``POST /2010-04-01/Accounts/{AccountSid}/Messages.json`` with HTTP Basic
-auth, Twilio's validation errors for the fields we use, scripted failures
-(``fail_next``), a per-request ``delay``, and ``deliver_status`` to call a message's
-``StatusCallback`` back with a signed status webhook, like Twilio does.
+auth, Twilio's validation errors for the fields we use (a ``From`` that is not a WhatsApp
+number, a ``MessagingServiceSid`` not registered with ``add_messaging_service``),
+scripted failures (``fail_next``), a per-request ``delay``, and ``deliver_status`` to call
+a message's ``StatusCallback`` back with a signed status webhook, like Twilio does.
+
+Media, as Twilio serves it: ``add_media(data, content_type)`` returns a ``FakeMedia``
+whose ``url`` is a ``MediaUrl`` for a delivery. That URL requires HTTP Basic auth (401
+without) and answers ``307`` to a CDN path on this server (no auth there, like
+``mms.twiliocdn.com``) that streams the bytes with their content type. Every request is
+recorded in ``requests``.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import re
 import secrets
 import time
 from collections import deque
@@ -32,12 +40,14 @@ import aiohttp
 from aiohttp import web
 
 from tests.fakes._server import RecordingServer
+from tests.fakes.media import FakeMedia, stream_media
 from tests.fakes.payloads import TWILIO_ACCOUNT_SID, sign_twilio, twilio_status_params
 
 __all__ = ["FAKE_TWILIO_AUTH_TOKEN", "FakeTwilioAPI", "twilio_error"]
 
 FAKE_TWILIO_AUTH_TOKEN = "fake-twilio-auth-token"
 _BODY_LIMIT = 1600
+_WHATSAPP_FROM = re.compile(r"whatsapp:\+[0-9]{8,15}")
 
 
 def twilio_error(status: int, code: int, message: str) -> dict[str, Any]:
@@ -87,10 +97,17 @@ class FakeTwilioAPI(RecordingServer):
         self.auth_token = auth_token
         self.delay = delay  # seconds to wait before answering each request
         self.arrivals: list[float] = []  # time.perf_counter() of each accepted message
+        self.messaging_services: set[str] = set()  # MessagingServiceSid values accepted
+        self.media: dict[str, FakeMedia] = {}  # by media sid
         self._failures: deque[_Failure] = deque()
 
     def routes(self, app: web.Application) -> None:
         app.router.add_post("/2010-04-01/Accounts/{account_sid}/Messages.json", self._create)
+        app.router.add_get(
+            "/2010-04-01/Accounts/{account_sid}/Messages/{message_sid}/Media/{media_sid}",
+            self._media_url,
+        )
+        app.router.add_get("/twiliocdn/{account_sid}/{media_sid}", self._cdn)
 
     # ------------------------------------------------------------------ scripting
 
@@ -113,6 +130,36 @@ class FakeTwilioAPI(RecordingServer):
             20500: "An internal server error has occurred",
         }.get(code, f"Error {code}")
         self._failures.append(_Failure(status, code, text, times, after))
+
+    def add_messaging_service(self, sid: str | None = None) -> str:
+        """Register a Messaging Service (``MG…``) replies may be sent from; its SID."""
+        sid = sid or "MG" + secrets.token_hex(16)
+        self.messaging_services.add(sid)
+        return sid
+
+    def add_media(
+        self,
+        data: bytes,
+        content_type: str,
+        *,
+        filename: str | None = None,
+        chunked: bool = False,
+        redirect_to: str | None = None,
+    ) -> FakeMedia:
+        """Serve ``data``; the returned ``FakeMedia.url`` is its ``MediaUrl`` (on a
+        random message of this account). ``redirect_to``: the ``Location`` answered
+        instead of this server's CDN path."""
+        media_sid = "ME" + secrets.token_hex(16)
+        message_sid = "MM" + secrets.token_hex(16)
+        media = FakeMedia(
+            data, content_type, filename=filename, chunked=chunked, redirect_to=redirect_to
+        )
+        media.url = (
+            f"{self.base_url}/2010-04-01/Accounts/{self.account_sid}/Messages/{message_sid}"
+            f"/Media/{media_sid}"
+        )
+        self.media[media_sid] = media
+        return media
 
     async def deliver_status(
         self,
@@ -145,7 +192,50 @@ class FakeTwilioAPI(RecordingServer):
         ):
             return response.status
 
-    # ------------------------------------------------------------------ handler
+    # ------------------------------------------------------------------ handlers
+
+    async def _media_url(self, request: web.Request) -> web.Response:
+        """The MediaUrl: Basic auth, then a 307 to the CDN (as Twilio does)."""
+        media = self.media.get(request.match_info["media_sid"])
+        if _basic_auth(request.headers.get("Authorization", "")) != (
+            self.account_sid,
+            self.auth_token,
+        ):
+            status, answer = 401, twilio_error(401, 20003, "Authenticate")
+        elif request.match_info["account_sid"] != self.account_sid or media is None:
+            status, answer = (
+                404,
+                twilio_error(404, 20404, f"The requested resource {request.path} was not found"),
+            )
+        else:
+            status, answer = 307, {}
+        await self._record(request, status)
+        if status != 307 or media is None:
+            return web.json_response(answer, status=status)
+        location = media.redirect_to or (
+            f"{self.base_url}/twiliocdn/{self.account_sid}/{request.match_info['media_sid']}"
+            f"?Expires={int(time.time()) + 4 * 3600}&Signature={secrets.token_urlsafe(24)}"
+        )
+        return web.Response(status=307, headers={"Location": location})
+
+    async def _cdn(self, request: web.Request) -> web.StreamResponse:
+        """The CDN: no auth, the bytes with their content type."""
+        media = self.media.get(request.match_info["media_sid"])
+        await self._record(request, 200 if media is not None else 404)
+        if media is None:
+            return web.Response(status=404, text="Not Found")
+        return await stream_media(request, media)
+
+    async def _record(self, request: web.Request, status: int) -> None:
+        record = {
+            "method": request.method,
+            "path": request.path,
+            "authorization": request.headers.get("Authorization"),
+            "status": status,
+        }
+        async with self._changed:
+            self.requests.append(record)
+            self._changed.notify_all()
 
     async def _create(self, request: web.Request) -> web.Response:
         form = {key: str(value) for key, value in (await request.post()).items()}
@@ -189,6 +279,11 @@ class FakeTwilioAPI(RecordingServer):
             return 400, twilio_error(400, 21604, "A 'To' phone number is required.")
         if not form.get("From") and not form.get("MessagingServiceSid"):
             return 400, twilio_error(400, 21603, "A 'From' phone number is required.")
+        service = form.get("MessagingServiceSid")
+        if service and service not in self.messaging_services:
+            return 400, twilio_error(400, 21701, f"The Messaging Service Sid {service} is invalid.")
+        if form.get("From") and not _WHATSAPP_FROM.fullmatch(form["From"]):
+            return 400, twilio_error(400, 21212, f"Invalid From Number: {form['From']}")
         body = form.get("Body", "")
         if not body and not form.get("MediaUrl") and not form.get("ContentSid"):
             return 400, twilio_error(400, 21602, "Message body is required.")

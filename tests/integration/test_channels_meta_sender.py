@@ -83,6 +83,7 @@ async def test_mark_read_with_typing_indicator(fake: FakeGraphAPI, sender: MetaS
         "status": "read",
         "message_id": "wamid.HBgNNTUxMTk5OTk5MDAwMBUCABIYFjNFQjA",
         "typing_indicator": {"type": "text"},
+        "phone_number_id": fake.phone_number_id,  # where it was posted, recorded by the fake
     }
     assert fake.messages == []
 
@@ -239,3 +240,102 @@ async def test_fake_delivers_signed_status_webhooks(
     assert await fake.deliver_status(url, secret, wamid, "read") == 200
     [status] = received
     assert (status.provider_message_id, status.status, status.recipient) == (wamid, "read", USER)
+
+
+# --------------------------------------------------------------------------- from_
+
+
+async def test_reply_from_the_number_written_to(fake: FakeGraphAPI, sender: MetaSender) -> None:
+    other = fake.add_phone_number_id("107000000000001")
+    await sender.send_text(USER, "oi", from_=other)
+    await sender.send_text(USER, "de novo")  # None: the configured default
+    first, second = await fake.wait_for_messages(2)
+    assert first["phone_number_id"] == other
+    assert second["phone_number_id"] == fake.phone_number_id
+    assert fake.requests[0]["path"] == f"/v21.0/{other}/messages"
+
+
+async def test_a_number_the_app_does_not_own_is_refused_by_graph(
+    fake: FakeGraphAPI, sender: MetaSender
+) -> None:
+    with pytest.raises(SendError, match="does not exist") as info:
+        await sender.send_text(USER, "oi", from_="999999")
+    assert info.value.code == 100
+    assert not info.value.retryable
+
+
+async def test_mark_read_from_the_receiving_number(fake: FakeGraphAPI, sender: MetaSender) -> None:
+    other = fake.add_phone_number_id("107000000000001")
+    await sender.mark_read("wamid.A1", from_=other)
+    await sender.mark_read("wamid.A2", typing=False)
+    first, second = await fake.wait_for_read_receipts(2)
+    assert (first["message_id"], first["phone_number_id"]) == ("wamid.A1", other)
+    assert first["typing_indicator"] == {"type": "text"}
+    assert (second["phone_number_id"], "typing_indicator" in second) == (
+        fake.phone_number_id,
+        False,
+    )
+
+
+# --------------------------------------------------------------------------- BSUID
+
+
+@pytest.mark.parametrize("bsuid", ["BR.1502576394655843", "US.ENT.11815799212886844830"])
+async def test_reply_to_a_user_known_only_by_a_bsuid(
+    fake: FakeGraphAPI, sender: MetaSender, bsuid: str
+) -> None:
+    result = await sender.send_text(bsuid, "Oi! Anotei o gasto de R$ 50,00.")
+    [message] = await fake.wait_for_messages(1)
+    assert result.provider_message_ids == (message["id"],)
+    assert fake.requests[0]["json"] == {
+        "messaging_product": "whatsapp",
+        "recipient": bsuid,
+        "type": "text",
+        "text": {"body": "Oi! Anotei o gasto de R$ 50,00."},
+    }
+
+
+async def test_a_bsuid_meta_will_not_message_is_not_retryable(
+    fake: FakeGraphAPI, sender: MetaSender
+) -> None:
+    fake.fail_next(
+        status=400,
+        code=131062,
+        message="Business-scoped User ID recipients are not supported for this message.",
+    )
+    with pytest.raises(SendError, match="Business-scoped User ID") as info:
+        await sender.send_text("BR.1502576394655843", "oi")
+    assert (info.value.code, info.value.retryable) == (131062, False)
+
+
+# --------------------------------------------------------------------------- only SendError
+
+
+@pytest.mark.parametrize(
+    ("to", "from_", "text", "match"),
+    [
+        ("not a number", None, "oi", "to is not a phone number"),
+        ("br.150257", None, "oi", "to is not a phone number"),  # not a BSUID either
+        (USER, "abc", "oi", "not a phone number id"),
+        (USER, "", "oi", "not a phone number id"),
+        (USER, None, " \n ", "blank"),
+    ],
+)
+async def test_bad_input_is_a_non_retryable_send_error_before_any_request(
+    fake: FakeGraphAPI, sender: MetaSender, to: str, from_: str | None, text: str, match: str
+) -> None:
+    with pytest.raises(SendError, match=match) as info:
+        await sender.send_text(to, text, from_=from_)
+    assert not info.value.retryable
+    assert info.value.provider == "meta"
+    assert fake.requests == []
+
+
+async def test_mark_read_with_bad_input_raises_send_error(
+    fake: FakeGraphAPI, sender: MetaSender
+) -> None:
+    with pytest.raises(SendError):
+        await sender.mark_read("", typing=False)
+    with pytest.raises(SendError):
+        await sender.mark_read("wamid.A1", from_="../../me")
+    assert fake.requests == []

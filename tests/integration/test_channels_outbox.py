@@ -5,9 +5,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
 import redis.asyncio as aioredis
 
-from channels import OutboxSender, read_outbox
+from channels import OutboxSender, SendError, read_outbox
 
 STREAM = "mel:test:outbox"
 USER = "+5511999990000"
@@ -23,6 +24,7 @@ async def test_send_appends_to_the_stream(redis: aioredis.Redis) -> None:
     assert fields[b"to"] == USER.encode()
     assert fields[b"text"] == b"Oi, Ana!"
     assert fields[b"at"].decode().endswith("Z")
+    assert b"from" not in fields
 
 
 async def test_long_text_is_split(redis: aioredis.Redis) -> None:
@@ -85,3 +87,41 @@ async def test_works_with_decoded_responses(redis_url: str) -> None:
     finally:
         await client.delete(STREAM)
         await client.aclose()
+
+
+async def test_the_business_address_is_recorded(redis: aioredis.Redis) -> None:
+    sender = OutboxSender(redis, STREAM)
+    await sender.send_text(USER, "do segundo número", from_="whatsapp:+5511911112222")
+    await sender.send_text(USER, "do padrão")
+    batch = await read_outbox(redis, STREAM)
+    assert [(e.text, e.from_) for e in batch.entries] == [
+        ("do segundo número", "whatsapp:+5511911112222"),
+        ("do padrão", None),
+    ]
+    await sender.mark_read("wamid.x", from_="106540352242922")  # a no-op, like Twilio
+
+
+async def test_a_bsuid_recipient(redis: aioredis.Redis) -> None:
+    sender = OutboxSender(redis, STREAM)
+    await sender.send_text("BR.1502576394655843", "oi")
+    batch = await read_outbox(redis, STREAM, to="BR.1502576394655843")
+    assert [(e.to, e.text) for e in batch.entries] == [("BR.1502576394655843", "oi")]
+
+
+@pytest.mark.parametrize(("to", "text"), [("not a number", "oi"), (USER, "  ")])
+async def test_bad_input_is_a_non_retryable_send_error(
+    redis: aioredis.Redis, to: str, text: str
+) -> None:
+    with pytest.raises(SendError) as info:
+        await OutboxSender(redis, STREAM).send_text(to, text)
+    assert (info.value.provider, info.value.retryable) == ("outbox", False)
+    assert await redis.xlen(STREAM) == 0
+
+
+async def test_redis_down_is_a_send_error() -> None:
+    dead: aioredis.Redis = aioredis.from_url("redis://127.0.0.1:1/0", socket_connect_timeout=0.5)
+    try:
+        with pytest.raises(SendError, match="redis error"):
+            await OutboxSender(dead, STREAM).send_text(USER, "oi")
+    finally:
+        await dead.aclose()

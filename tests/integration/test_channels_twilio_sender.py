@@ -209,8 +209,9 @@ async def test_close_is_idempotent_and_the_sender_reopens(
 async def test_blank_text_is_refused_before_any_request(
     fake: FakeTwilioAPI, sender: TwilioSender
 ) -> None:
-    with pytest.raises(ValueError, match="blank"):
+    with pytest.raises(SendError, match="blank") as info:
         await sender.send_text(USER, "  \n ")
+    assert not info.value.retryable
     assert fake.requests == []
 
 
@@ -248,3 +249,76 @@ async def test_fake_delivers_signed_status_callbacks(
     assert status.provider_message_id == sid  # type: ignore[attr-defined]
     assert status.status == "delivered"  # type: ignore[attr-defined]
     assert status.recipient == USER  # type: ignore[attr-defined]
+
+
+# --------------------------------------------------------------------------- from_
+
+
+async def test_reply_from_the_number_written_to(fake: FakeTwilioAPI, sender: TwilioSender) -> None:
+    await sender.send_text(USER, "oi", from_="whatsapp:+5511911112222")
+    await sender.send_text(USER, "de novo")  # None: the configured default
+    first, second = await fake.wait_for_messages(2)
+    assert first["From"] == "whatsapp:+5511911112222"
+    assert second["From"] == "whatsapp:+14155238886"
+    assert "MessagingServiceSid" not in first
+
+
+async def test_reply_from_a_messaging_service(fake: FakeTwilioAPI, sender: TwilioSender) -> None:
+    service = fake.add_messaging_service()
+    result = await sender.send_text(USER, "oi", from_=service)
+    [message] = await fake.wait_for_messages(1)
+    assert message["MessagingServiceSid"] == service
+    assert "From" not in message
+    assert result.provider_message_ids == (message["sid"],)
+
+
+async def test_a_messaging_service_as_the_default_sender(fake: FakeTwilioAPI) -> None:
+    service = fake.add_messaging_service()
+    sender = TwilioSender(fake.account_sid, fake.auth_token, service, api_base_url=fake.base_url)
+    try:
+        assert sender.from_number == service
+        await sender.send_text(USER, "oi")
+    finally:
+        await sender.close()
+    [message] = await fake.wait_for_messages(1)
+    assert (message["MessagingServiceSid"], message.get("From")) == (service, None)
+
+
+async def test_an_unknown_messaging_service_is_refused_by_twilio(
+    fake: FakeTwilioAPI, sender: TwilioSender
+) -> None:
+    with pytest.raises(SendError) as info:
+        await sender.send_text(USER, "oi", from_="MG" + "f" * 32)
+    assert (info.value.code, info.value.status) == (21701, 400)
+    assert not info.value.retryable
+
+
+# --------------------------------------------------------------------------- only SendError
+
+
+@pytest.mark.parametrize(
+    ("to", "from_", "text", "match"),
+    [
+        ("not a number", None, "oi", "to is not a phone number"),
+        ("", None, "oi", "to is not a phone number"),
+        (USER, "not a number", "oi", "from_ is not a phone number"),
+        (USER, "MG123", "oi", "not a Messaging Service SID"),
+        (USER, None, "", "blank"),
+        ("BR.1502576394655843", None, "oi", "business-scoped user id"),
+    ],
+)
+async def test_bad_input_is_a_non_retryable_send_error_before_any_request(
+    fake: FakeTwilioAPI, sender: TwilioSender, to: str, from_: str | None, text: str, match: str
+) -> None:
+    with pytest.raises(SendError, match=match) as info:
+        await sender.send_text(to, text, from_=from_)
+    assert not info.value.retryable
+    assert info.value.provider == "twilio"
+    assert fake.requests == []
+
+
+async def test_mark_read_takes_the_receiving_number_and_does_nothing(
+    fake: FakeTwilioAPI, sender: TwilioSender
+) -> None:
+    await sender.mark_read("SM" + "0" * 32, typing=False, from_="whatsapp:+5511911112222")
+    assert fake.requests == []
