@@ -1,9 +1,10 @@
 """WhatsApp channels: verify + parse provider webhooks into normalised models, send replies.
 
-Providers: Twilio (``channels.twilio``), Meta Cloud API (``channels.meta``) and the local
-outbox (``channels.outbox``). Never imports ``agent`` or ``gateway``; never imports
-aiohttp's server side: the web layer passes plain data in and maps ``ChannelError``
-subclasses to HTTP statuses (``err.http_status``).
+Providers: Twilio (``channels.twilio``), Meta Cloud API (``channels.meta``,
+``channels.meta_payload``) and the local outbox (``channels.outbox``). Never imports
+``agent`` or ``gateway``; never imports aiohttp's server side: the web layer passes plain
+data in through one ``WebhookAdapter`` per endpoint (``channels.webhook``) and maps
+``ChannelError`` subclasses to HTTP statuses (``err.http_status``).
 """
 
 from channels.base import Sender
@@ -13,12 +14,14 @@ from channels.errors import (
     ChannelError,
     MalformedPayload,
     OutsideWindowError,
+    PayloadTooLarge,
     SendError,
     SignatureError,
 )
 from channels.meta import (
     META_MAX_LENGTH,
     MetaSender,
+    MetaWebhook,
     parse_meta_payload,
     verify_meta_signature,
     verify_meta_subscription,
@@ -30,11 +33,12 @@ from channels.models import (
     Location,
     Media,
     ParsedDelivery,
+    RejectedItem,
     SendResult,
     StatusUpdate,
     make_thread_id,
 )
-from channels.numbers import mask_number, mask_thread_id, to_e164
+from channels.numbers import is_bsuid, mask_number, mask_thread_id, to_e164
 from channels.outbox import (
     OUTBOX_MAX_LENGTH,
     OutboxBatch,
@@ -44,18 +48,29 @@ from channels.outbox import (
 )
 from channels.split import split_message, text_length
 from channels.twilio import (
+    TWILIO_MAX_BODY,
     TWILIO_MAX_LENGTH,
     TwilioSender,
+    TwilioWebhook,
     compute_twilio_signature,
     parse_twilio_message,
     parse_twilio_status,
     verify_twilio_signature,
 )
+from channels.webhook import (
+    MAX_FORM_FIELDS,
+    SubscriptionHandshake,
+    WebhookAdapter,
+    WebhookRequest,
+    WebhookResponse,
+)
 
 __all__ = [
+    "MAX_FORM_FIELDS",
     "META_MAX_LENGTH",
     "OUTBOX_MAX_LENGTH",
     "OUTSIDE_WINDOW_CODES",
+    "TWILIO_MAX_BODY",
     "TWILIO_MAX_LENGTH",
     "ChannelError",
     "ChannelName",
@@ -65,19 +80,28 @@ __all__ = [
     "MalformedPayload",
     "Media",
     "MetaSender",
+    "MetaWebhook",
     "OutboxBatch",
     "OutboxEntry",
     "OutboxSender",
     "OutsideWindowError",
     "ParsedDelivery",
+    "PayloadTooLarge",
+    "RejectedItem",
     "SendError",
     "SendResult",
     "Sender",
     "SignatureError",
     "StatusUpdate",
+    "SubscriptionHandshake",
     "TwilioSender",
+    "TwilioWebhook",
+    "WebhookAdapter",
+    "WebhookRequest",
+    "WebhookResponse",
     "compute_twilio_signature",
     "describe",
+    "is_bsuid",
     "make_thread_id",
     "mask_number",
     "mask_thread_id",

@@ -1,8 +1,9 @@
 """The channel errors: one root, specific subclasses with structured fields.
 
-The gateway maps them to HTTP statuses through ``http_status`` (403 for a bad signature,
-400 for a malformed delivery) and decides from ``SendError.retryable`` whether a failed
-send may be tried again.
+``http_status`` is the one source of the HTTP status a webhook answers for each: 403 for
+a bad signature, 400 for a body that is not a delivery, 413 for one too large to check;
+the gateway's error map reads it from any ``ChannelError`` instead of keeping its own
+table. ``SendError.retryable`` says whether a failed send may be tried again.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ __all__ = [
     "ChannelError",
     "MalformedPayload",
     "OutsideWindowError",
+    "PayloadTooLarge",
     "SendError",
     "SignatureError",
 ]
@@ -49,6 +51,16 @@ class MalformedPayload(ChannelError):
     """A signed delivery that cannot be understood; ``reason`` says exactly what is wrong."""
 
     http_status: ClassVar[int] = 400
+
+    def __init__(self, reason: str, *, provider: str | None = None) -> None:
+        super().__init__(reason, provider=provider)
+        self.reason = reason
+
+
+class PayloadTooLarge(ChannelError):
+    """A delivery too large (bytes, or form fields) to be checked within bounds."""
+
+    http_status: ClassVar[int] = 413
 
     def __init__(self, reason: str, *, provider: str | None = None) -> None:
         super().__init__(reason, provider=provider)

@@ -1,13 +1,21 @@
-"""Phone numbers: normalise to E.164, mask for logs."""
+"""User keys: phone numbers (normalised to E.164) and Meta's business-scoped user ids
+(BSUIDs); both masked for logs."""
 
 from __future__ import annotations
 
+import re
+
 from channels.errors import MalformedPayload
 
-__all__ = ["mask_number", "mask_thread_id", "to_e164"]
+__all__ = ["is_bsuid", "mask_number", "mask_thread_id", "to_e164"]
 
 _WHATSAPP_PREFIX = "whatsapp:"
 _SEPARATORS = str.maketrans("", "", " -().\u00a0")
+# Meta's business-scoped user id: a two-letter ISO country code, a period, up to 128
+# alphanumerics, e.g. "BR.1502576394655843"; a parent BSUID has "ENT." after the country
+# ("US.ENT.11815799212886844830"). Stricter than needed on purpose: a BSUID becomes part
+# of a thread id ("meta:+15550783881:BR.1502…"), so it may never hold a ":".
+_BSUID = re.compile(r"[A-Z]{2}\.(?:ENT\.)?[A-Za-z0-9]{1,128}")
 
 
 def to_e164(value: str, *, field: str = "number") -> str:
@@ -27,12 +35,21 @@ def to_e164(value: str, *, field: str = "number") -> str:
     return "+" + digits
 
 
+def is_bsuid(value: str) -> bool:
+    """True for a business-scoped user id such as ``"BR.1502576394655843"``."""
+    return _BSUID.fullmatch(value) is not None
+
+
 def mask_number(value: str) -> str:
-    """A number fit for logs: country code and a few digits, the middle masked, the last 4.
+    """A user key fit for logs: country code and a few digits, the middle masked, the last 4.
 
     ``"+5511999990000"`` → ``"+55119****0000"``; ``"whatsapp:+14155238886"`` →
-    ``"+141****8886"``. Never raises: anything that is not a number is masked whole.
+    ``"+141****8886"``; a BSUID keeps its country and last 4: ``"BR.1502576394655843"`` →
+    ``"BR.****5843"``. Never raises: anything else is masked whole.
     """
+    if is_bsuid(value):
+        country, _, rest = value.rpartition(".")
+        return f"{country}.****{rest[-4:]}" if len(rest) >= 8 else f"{country}.****"
     raw = value.strip()
     if raw[: len(_WHATSAPP_PREFIX)].lower() == _WHATSAPP_PREFIX:
         raw = raw[len(_WHATSAPP_PREFIX) :]
@@ -48,7 +65,7 @@ def mask_number(value: str) -> str:
 
 def mask_thread_id(thread_id: str) -> str:
     """A thread id fit for logs: ``"twilio:+14155238886:+55119****0000"`` (the business
-    number is ours and stays; the couple's is masked)."""
+    number is ours and stays; the couple's number or BSUID is masked)."""
     channel, _, rest = thread_id.partition(":")
     business, _, user = rest.partition(":")
     return f"{channel}:{business}:{mask_number(user)}" if user else thread_id
