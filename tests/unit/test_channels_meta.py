@@ -463,9 +463,9 @@ def test_bad_timestamp_names_the_path_and_keeps_the_rest() -> None:
     [item] = delivery.rejected
     assert item.path == "entry[0].changes[1].value.messages[1]"
     assert item.reason == "timestamp is not a unix time: '17x'"
-    assert item.provider_message_id == payload["entry"][0]["changes"][1]["value"]["messages"][1][
-        "id"
-    ]
+    assert (
+        item.provider_message_id == payload["entry"][0]["changes"][1]["value"]["messages"][1]["id"]
+    )
 
 
 def test_bad_status_timestamp() -> None:
