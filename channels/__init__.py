@@ -38,7 +38,7 @@ from channels.models import (
     StatusUpdate,
     make_thread_id,
 )
-from channels.numbers import is_bsuid, mask_number, mask_thread_id, to_e164
+from channels.numbers import is_bsuid, mask_number, mask_thread_id, redact_digits, to_e164
 from channels.outbox import (
     OUTBOX_MAX_LENGTH,
     OutboxBatch,
@@ -109,6 +109,7 @@ __all__ = [
     "parse_twilio_message",
     "parse_twilio_status",
     "read_outbox",
+    "redact_digits",
     "split_message",
     "text_length",
     "to_e164",

@@ -40,7 +40,7 @@ from channels.models import (
     RejectedItem,
     StatusUpdate,
 )
-from channels.numbers import is_bsuid, to_e164
+from channels.numbers import is_bsuid, redact_digits, to_e164
 
 __all__ = ["parse_meta_payload"]
 
@@ -254,7 +254,9 @@ def parse_meta_payload(body: bytes) -> ParsedDelivery:
             path = f"entry[{e}].changes[{c}]"
             if not isinstance(change, dict):
                 parsed.reject(path, f"is not an object, got {_short(change)}")
-            elif change.get("field") == "messages":
+            elif not isinstance(change.get("field"), str):
+                parsed.reject(path, "missing field field")
+            elif change["field"] == "messages":
                 if change.get("value") is None:
                     parsed.reject(f"{path}.value", "missing field value")
                 else:
@@ -394,7 +396,8 @@ def _user(msg: _Message, contacts: Sequence[_Contact]) -> tuple[str, str | None,
         bsuid, phone = bsuid or phone, None
     if bsuid is not None and not is_bsuid(bsuid):
         raise MalformedPayload(
-            f"from_user_id is not a business-scoped user id: {_short(bsuid)}", provider=_PROVIDER
+            f"from_user_id is not a business-scoped user id: {redact_digits(bsuid)!r}",
+            provider=_PROVIDER,
         )
     if phone:
         return _e164(phone, "from"), bsuid, contact
@@ -575,7 +578,7 @@ def _status(status: _Status) -> StatusUpdate:
             bsuid, phone = bsuid or phone, None
         if bsuid is not None and not is_bsuid(bsuid):
             raise MalformedPayload(
-                f"recipient_user_id is not a business-scoped user id: {_short(bsuid)}",
+                f"recipient_user_id is not a business-scoped user id: {redact_digits(bsuid)!r}",
                 provider=_PROVIDER,
             )
         recipient = _e164(phone, "recipient_id") if phone else bsuid

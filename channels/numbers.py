@@ -7,7 +7,7 @@ import re
 
 from channels.errors import MalformedPayload
 
-__all__ = ["is_bsuid", "mask_number", "mask_thread_id", "to_e164"]
+__all__ = ["is_bsuid", "mask_number", "mask_thread_id", "redact_digits", "to_e164"]
 
 _WHATSAPP_PREFIX = "whatsapp:"
 _SEPARATORS = str.maketrans("", "", " -().\u00a0")
@@ -16,6 +16,8 @@ _SEPARATORS = str.maketrans("", "", " -().\u00a0")
 # ("US.ENT.11815799212886844830"). Stricter than needed on purpose: a BSUID becomes part
 # of a thread id ("meta:+15550783881:BR.1502…"), so it may never hold a ":".
 _BSUID = re.compile(r"[A-Z]{2}\.(?:ENT\.)?[A-Za-z0-9]{1,128}")
+# Digits with the separators people type between them: "+55 (11) 99999-0000".
+_NUMBER_LIKE = re.compile(r"\d[\d \-().\u00a0]*\d")
 
 
 def to_e164(value: str, *, field: str = "number") -> str:
@@ -31,8 +33,31 @@ def to_e164(value: str, *, field: str = "number") -> str:
     digits = raw.translate(_SEPARATORS)
     digits = digits.removeprefix("+")
     if not (digits.isascii() and digits.isdigit()) or not 8 <= len(digits) <= 15:
-        raise MalformedPayload(f"{field} is not a phone number: {value!r}")
+        raise MalformedPayload(f"{field} is not a phone number: {redact_digits(value)!r}")
     return "+" + digits
+
+
+def redact_digits(value: str, *, limit: int = 40) -> str:
+    """``value`` fit for an error reason that reaches the logs: at most ``limit``
+    characters, every number-like run of 6+ digits (separators allowed) kept to its
+    first 4 digits (``"sms:+5511999990000"`` → ``"sms:+5511*********"``), so a malformed
+    number or id is never quoted whole."""
+    return _NUMBER_LIKE.sub(_mask_run, value[:limit])
+
+
+def _mask_run(match: re.Match[str]) -> str:
+    run = match[0]
+    if sum(ch.isdigit() for ch in run) < 6:
+        return run
+    out: list[str] = []
+    seen = 0
+    for ch in run:
+        if ch.isdigit():
+            seen += 1
+            out.append(ch if seen <= 4 else "*")
+        else:
+            out.append(ch)
+    return "".join(out)
 
 
 def is_bsuid(value: str) -> bool:

@@ -40,7 +40,7 @@ from channels.models import (
     SendResult,
     StatusUpdate,
 )
-from channels.numbers import mask_number, to_e164
+from channels.numbers import mask_number, redact_digits, to_e164
 from channels.split import split_message
 from channels.webhook import WebhookRequest, WebhookResponse
 
@@ -282,7 +282,9 @@ def _number(value: str, name: str) -> str:
 def _whatsapp_number(params: Mapping[str, Any], name: str) -> str:
     value = _required(params, name)
     if not value.lower().startswith("whatsapp:"):
-        raise MalformedPayload(f"{name} is not a WhatsApp number: {value!r}", provider=_PROVIDER)
+        raise MalformedPayload(
+            f"{name} is not a WhatsApp number: {redact_digits(value)!r}", provider=_PROVIDER
+        )
     return _number(value, name)
 
 

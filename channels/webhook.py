@@ -85,6 +85,7 @@ class WebhookResponse:
     body: bytes
 
 
+@runtime_checkable
 class WebhookAdapter(Protocol):
     """One provider endpoint: ``TwilioWebhook`` (inbound or status callbacks), ``MetaWebhook``."""
 

@@ -88,6 +88,17 @@ def test_a_bsuid_that_cannot_be_a_thread_key_is_rejected(bad: str) -> None:
     assert delivery.messages == ()
     [item] = delivery.rejected
     assert item.reason.startswith("from_user_id is not a business-scoped user id")
+    assert "99999" not in item.reason  # never quoted whole in a reason (it reaches logs)
+
+
+def test_a_change_without_its_field_name_is_rejected() -> None:
+    payload = meta_payload([meta_text_message("fica")])
+    payload["entry"][0]["changes"].append({"value": {}})
+    delivery = parse(payload)
+    assert [m.text for m in delivery.messages] == ["fica"]
+    assert [(r.path, r.reason) for r in delivery.rejected] == [
+        ("entry[0].changes[1]", "missing field field")
+    ]
 
 
 def test_status_for_a_username_user() -> None:

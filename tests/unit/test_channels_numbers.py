@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from channels import MalformedPayload, is_bsuid, mask_number, to_e164
+from channels import MalformedPayload, is_bsuid, mask_number, redact_digits, to_e164
 
 
 @pytest.mark.parametrize(
@@ -96,3 +96,24 @@ def test_mask_thread_id_of_a_bsuid_thread() -> None:
 )
 def test_is_bsuid(value: str, expected: bool) -> None:
     assert is_bsuid(value) is expected
+
+
+def test_errors_never_quote_a_number_whole() -> None:
+    with pytest.raises(MalformedPayload) as info:
+        to_e164("+55 11 99999-00001234", field="From")
+    assert "99999" not in info.value.reason
+    assert info.value.reason == "From is not a phone number: '+55 11 *****-********'"
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("sms:+5511999990000", "sms:+5511*********"),
+        ("abc", "abc"),
+        ("12345", "12345"),
+        ("BR:1502576394655843", "BR:1502************"),
+        ("x" * 100, "x" * 40),
+    ],
+)
+def test_redact_digits(value: str, expected: str) -> None:
+    assert redact_digits(value) == expected

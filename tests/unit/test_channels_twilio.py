@@ -278,7 +278,7 @@ def test_empty_required_field(field: str) -> None:
 def test_non_whatsapp_sender() -> None:
     with pytest.raises(MalformedPayload) as info:
         parse_twilio_message(twilio_inbound_params(from_="sms:+5511999990000"))
-    assert info.value.reason == "From is not a WhatsApp number: 'sms:+5511999990000'"
+    assert info.value.reason == "From is not a WhatsApp number: 'sms:+5511*********'"
 
 
 def test_non_whatsapp_recipient() -> None:

@@ -84,6 +84,7 @@ def test_every_adapter_has_the_one_shape() -> None:
         TwilioWebhook(TOKEN, status_callback=True),
         MetaWebhook(SECRET, "verify-me"),
     ]
+    assert all(isinstance(a, WebhookAdapter) for a in adapters)
     assert [a.provider for a in adapters] == ["twilio", "twilio", "meta"]
     assert [isinstance(a, SubscriptionHandshake) for a in adapters] == [False, False, True]
 
