@@ -204,6 +204,101 @@ def parse_twilio_status(
     )
 
 
+_VCARD_TYPES = frozenset({"text/vcard", "text/x-vcard"})
+
+
+def _optional(params: Mapping[str, Any], name: str) -> str | None:
+    value = params.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise MalformedPayload(f"{name} is not text", provider=_PROVIDER)
+    return value
+
+
+def _required(params: Mapping[str, Any], name: str) -> str:
+    value = _optional(params, name)
+    if not value:
+        raise MalformedPayload(f"missing field {name}", provider=_PROVIDER)
+    return value
+
+
+def _number(value: str, name: str) -> str:
+    try:
+        return to_e164(value, field=name)
+    except MalformedPayload as exc:
+        raise MalformedPayload(exc.reason, provider=_PROVIDER) from None
+
+
+def _whatsapp_number(params: Mapping[str, Any], name: str) -> str:
+    value = _required(params, name)
+    if not value.lower().startswith("whatsapp:"):
+        raise MalformedPayload(
+            f"{name} is not a WhatsApp number: {redact_digits(value)!r}", provider=_PROVIDER
+        )
+    return _number(value, name)
+
+
+def _media(params: Mapping[str, Any]) -> tuple[Media, ...]:
+    raw_count = _optional(params, "NumMedia")
+    if raw_count is None or raw_count == "":
+        return ()
+    if not (raw_count.isascii() and raw_count.isdigit()) or int(raw_count) > _MAX_MEDIA:
+        raise MalformedPayload(
+            f"NumMedia is not a count from 0 to {_MAX_MEDIA}: {raw_count!r}", provider=_PROVIDER
+        )
+    items: list[Media] = []
+    sticker = (_optional(params, "MessageType") or "").lower() == "sticker"
+    for index in range(int(raw_count)):
+        url = _required(params, f"MediaUrl{index}")
+        mime = _optional(params, f"MediaContentType{index}") or None
+        items.append(Media(kind=_media_kind(mime, sticker=sticker), url=url, mime_type=mime))
+    return tuple(items)
+
+
+def _media_kind(mime: str | None, *, sticker: bool = False) -> str:
+    # Twilio's docs list no sticker type; should MessageType say "sticker", it is one
+    # (recorded, not answered). A WebP image is not guessed to be one: a photo of a
+    # receipt taken for a sticker would go unanswered.
+    if sticker:
+        return "sticker"
+    major = (mime or "").partition("/")[0].lower()
+    return major if major in ("image", "audio", "video") else "document"
+
+
+def _location(params: Mapping[str, Any]) -> Location | None:
+    lat_raw = _optional(params, "Latitude")
+    lon_raw = _optional(params, "Longitude")
+    if not lat_raw and not lon_raw:
+        return None
+    latitude = _coordinate(lat_raw, "Latitude", 90.0)
+    longitude = _coordinate(lon_raw, "Longitude", 180.0)
+    return Location(
+        latitude=latitude,
+        longitude=longitude,
+        name=_optional(params, "Label") or None,
+        address=_optional(params, "Address") or None,
+    )
+
+
+def _coordinate(raw: str | None, name: str, bound: float) -> float:
+    if not raw:
+        raise MalformedPayload(f"missing field {name}", provider=_PROVIDER)
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not -bound <= value <= bound:  # also rejects nan
+        raise MalformedPayload(
+            f"{name} is not a coordinate between -{bound:g} and {bound:g}: {raw!r}",
+            provider=_PROVIDER,
+        )
+    return value
+
+
+# --------------------------------------------------------------------------- webhook adapter
+
+
 class TwilioWebhook:
     """The ``WebhookAdapter`` for Twilio's inbound-message webhook, or with
     ``status_callback=True`` for its status callbacks (same signature scheme).
@@ -251,92 +346,6 @@ class TwilioWebhook:
             return request.form
         except PayloadTooLarge as exc:
             raise PayloadTooLarge(exc.reason, provider=_PROVIDER) from None
-
-
-_VCARD_TYPES = frozenset({"text/vcard", "text/x-vcard"})
-
-
-def _optional(params: Mapping[str, Any], name: str) -> str | None:
-    value = params.get(name)
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise MalformedPayload(f"{name} is not text", provider=_PROVIDER)
-    return value
-
-
-def _required(params: Mapping[str, Any], name: str) -> str:
-    value = _optional(params, name)
-    if not value:
-        raise MalformedPayload(f"missing field {name}", provider=_PROVIDER)
-    return value
-
-
-def _number(value: str, name: str) -> str:
-    try:
-        return to_e164(value, field=name)
-    except MalformedPayload as exc:
-        raise MalformedPayload(exc.reason, provider=_PROVIDER) from None
-
-
-def _whatsapp_number(params: Mapping[str, Any], name: str) -> str:
-    value = _required(params, name)
-    if not value.lower().startswith("whatsapp:"):
-        raise MalformedPayload(
-            f"{name} is not a WhatsApp number: {redact_digits(value)!r}", provider=_PROVIDER
-        )
-    return _number(value, name)
-
-
-def _media(params: Mapping[str, Any]) -> tuple[Media, ...]:
-    raw_count = _optional(params, "NumMedia")
-    if raw_count is None or raw_count == "":
-        return ()
-    if not (raw_count.isascii() and raw_count.isdigit()) or int(raw_count) > _MAX_MEDIA:
-        raise MalformedPayload(
-            f"NumMedia is not a count from 0 to {_MAX_MEDIA}: {raw_count!r}", provider=_PROVIDER
-        )
-    items: list[Media] = []
-    for index in range(int(raw_count)):
-        url = _required(params, f"MediaUrl{index}")
-        mime = _optional(params, f"MediaContentType{index}") or None
-        items.append(Media(kind=_media_kind(mime), url=url, mime_type=mime))
-    return tuple(items)
-
-
-def _media_kind(mime: str | None) -> str:
-    major = (mime or "").partition("/")[0].lower()
-    return major if major in ("image", "audio", "video") else "document"
-
-
-def _location(params: Mapping[str, Any]) -> Location | None:
-    lat_raw = _optional(params, "Latitude")
-    lon_raw = _optional(params, "Longitude")
-    if not lat_raw and not lon_raw:
-        return None
-    latitude = _coordinate(lat_raw, "Latitude", 90.0)
-    longitude = _coordinate(lon_raw, "Longitude", 180.0)
-    return Location(
-        latitude=latitude,
-        longitude=longitude,
-        name=_optional(params, "Label") or None,
-        address=_optional(params, "Address") or None,
-    )
-
-
-def _coordinate(raw: str | None, name: str, bound: float) -> float:
-    if not raw:
-        raise MalformedPayload(f"missing field {name}", provider=_PROVIDER)
-    try:
-        value = float(raw)
-    except ValueError:
-        value = math.nan
-    if not -bound <= value <= bound:  # also rejects nan
-        raise MalformedPayload(
-            f"{name} is not a coordinate between -{bound:g} and {bound:g}: {raw!r}",
-            provider=_PROVIDER,
-        )
-    return value
 
 
 # --------------------------------------------------------------------------- sending

@@ -199,6 +199,14 @@ def test_media_kind_from_content_type(content_type: str, kind: str) -> None:
     assert msg.agent_text().startswith("[")
 
 
+def test_a_sticker_is_recorded_not_answered() -> None:
+    params = twilio_inbound_params(body="", media=[("https://x/m", "image/webp")])
+    msg = parse_twilio_message({**params, "MessageType": "sticker"})
+    assert msg.media[0].kind == "sticker"
+    assert not msg.answerable
+    assert msg.agent_text() == "[figurinha recebida]"
+
+
 def test_vcard_is_a_shared_contact() -> None:
     msg = parse_twilio_message(
         twilio_inbound_params(body="", media=[("https://x/m", "text/vcard")])
