@@ -24,7 +24,7 @@ MAX_JSON_DEPTH = 32
 # inside texts ("[[[oi]]]") do not count as nesting.
 _STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 _NOT_BRACKETS = re.compile(r"[^\[\]{}]+")
-_EMPTY_PAIRS = re.compile(r"\[\]|\{\}")
+_ONE_KIND = str.maketrans("{}", "[]")  # depth does not care which kind of bracket
 # A \uD800-\uDFFF escape: only these can put a surrogate into the decoded text (the
 # body itself was decoded from UTF-8, which has no surrogates).
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89abcdefABCDEF]")
@@ -64,12 +64,12 @@ def repair_text(value: str) -> str:
 
 
 def _nesting_depth(text: str) -> int:
-    """How deeply ``text`` nests (at most ``MAX_JSON_DEPTH + 1``): strings are dropped, then
-    empty ``[]`` / ``{}`` pairs peeled off one level per round, in C-speed passes."""
-    brackets = _NOT_BRACKETS.sub("", _STRING.sub("", text))
+    """How deeply ``text`` nests (at most ``MAX_JSON_DEPTH + 1``): strings and scalars are
+    dropped, then empty bracket pairs peeled off one level per round, in C-speed passes."""
+    brackets = _NOT_BRACKETS.sub("", _STRING.sub("", text)).translate(_ONE_KIND)
     depth = 0
     while brackets and depth <= MAX_JSON_DEPTH:
-        peeled = _EMPTY_PAIRS.sub("", brackets)
+        peeled = brackets.replace("[]", "")
         if len(peeled) == len(brackets):  # unbalanced: json.loads will say where
             break
         brackets = peeled

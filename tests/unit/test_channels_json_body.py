@@ -52,3 +52,14 @@ def test_lone_surrogates_are_repaired_everywhere() -> None:
 def test_repair_text() -> None:
     assert repair_text("ok") == "ok"
     assert repair_text("a\ud800") == "a\ufffd"
+
+
+def test_alternating_brackets_count_every_level() -> None:
+    def nested(depth: int) -> str:
+        opening = "".join('{"a":' if i % 2 else "[" for i in range(depth))
+        closing = "".join("}" if i % 2 else "]" for i in reversed(range(depth)))
+        return opening + "1" + closing
+
+    assert load_json(nested(MAX_JSON_DEPTH)) is not None
+    with pytest.raises(MalformedPayload, match="nested deeper"):
+        load_json(nested(MAX_JSON_DEPTH + 1))
