@@ -1,9 +1,11 @@
 """WhatsApp channels: verify + parse provider webhooks into normalised models, send replies.
 
-Providers: Twilio (``channels.twilio``), Meta Cloud API (``channels.meta``) and the local
-outbox (``channels.outbox``); inbound media is downloaded by ``channels.media``. Never
-imports ``agent`` or ``gateway``; never imports aiohttp's server side: the web layer passes
-plain data in and maps ``ChannelError`` subclasses to HTTP statuses (``err.http_status``).
+Providers: Twilio (``channels.twilio``), Meta Cloud API (``channels.meta``,
+``channels.meta_payload``) and the local outbox (``channels.outbox``); inbound media is
+downloaded by ``channels.media``. Never imports ``agent`` or ``gateway``; never imports
+aiohttp's server side: the web layer passes plain data in through one ``WebhookAdapter``
+per endpoint (``channels.webhook``) and maps ``ChannelError`` subclasses to HTTP statuses
+(``err.http_status``).
 """
 
 from channels.base import Sender
@@ -15,6 +17,7 @@ from channels.errors import (
     MediaError,
     MediaErrorReason,
     OutsideWindowError,
+    PayloadTooLarge,
     SendError,
     SignatureError,
 )
@@ -30,6 +33,7 @@ from channels.media import (
 from channels.meta import (
     META_MAX_LENGTH,
     MetaSender,
+    MetaWebhook,
     parse_meta_payload,
     verify_meta_signature,
     verify_meta_subscription,
@@ -41,11 +45,12 @@ from channels.models import (
     Location,
     Media,
     ParsedDelivery,
+    RejectedItem,
     SendResult,
     StatusUpdate,
     make_thread_id,
 )
-from channels.numbers import is_bsuid, mask_number, mask_thread_id, to_e164
+from channels.numbers import is_bsuid, mask_number, mask_thread_id, redact_digits, to_e164
 from channels.outbox import (
     OUTBOX_MAX_LENGTH,
     OutboxBatch,
@@ -55,19 +60,30 @@ from channels.outbox import (
 )
 from channels.split import split_message, text_length
 from channels.twilio import (
+    TWILIO_MAX_BODY,
     TWILIO_MAX_LENGTH,
     TwilioSender,
+    TwilioWebhook,
     compute_twilio_signature,
     parse_twilio_message,
     parse_twilio_status,
     verify_twilio_signature,
 )
+from channels.webhook import (
+    MAX_FORM_FIELDS,
+    SubscriptionHandshake,
+    WebhookAdapter,
+    WebhookRequest,
+    WebhookResponse,
+)
 
 __all__ = [
+    "MAX_FORM_FIELDS",
     "META_MAX_LENGTH",
     "META_MEDIA_HOSTS",
     "OUTBOX_MAX_LENGTH",
     "OUTSIDE_WINDOW_CODES",
+    "TWILIO_MAX_BODY",
     "TWILIO_MAX_LENGTH",
     "TWILIO_MEDIA_HOSTS",
     "WHATSAPP_MEDIA_TYPES",
@@ -84,18 +100,26 @@ __all__ = [
     "MediaFetcher",
     "MetaMediaFetcher",
     "MetaSender",
+    "MetaWebhook",
     "OutboxBatch",
     "OutboxEntry",
     "OutboxSender",
     "OutsideWindowError",
     "ParsedDelivery",
+    "PayloadTooLarge",
+    "RejectedItem",
     "SendError",
     "SendResult",
     "Sender",
     "SignatureError",
     "StatusUpdate",
+    "SubscriptionHandshake",
     "TwilioMediaFetcher",
     "TwilioSender",
+    "TwilioWebhook",
+    "WebhookAdapter",
+    "WebhookRequest",
+    "WebhookResponse",
     "compute_twilio_signature",
     "describe",
     "is_bsuid",
@@ -106,6 +130,7 @@ __all__ = [
     "parse_twilio_message",
     "parse_twilio_status",
     "read_outbox",
+    "redact_digits",
     "split_message",
     "text_length",
     "to_e164",

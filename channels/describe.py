@@ -18,13 +18,26 @@ _MEDIA_NOUNS: Mapping[str, tuple[str, bool]] = {
     "sticker": ("figurinha", True),
 }
 
+# What Cloud API reports only as ``unsupported.<type>``, without the content.
+_UNSUPPORTED_NOUNS: Mapping[str, str] = {
+    "unsupported.edit": "mensagem editada (o novo texto não chegou)",
+    "unsupported.poll_creation": "enquete",
+    "unsupported.poll_update": "voto em enquete",
+    "unsupported.pin": "mensagem fixada",
+    "unsupported.gif": "GIF",
+}
+_FLOW_FIELDS_SHOWN = 10
+_FLOW_VALUE_CHARS = 80
+
 
 def describe(msg: InboundMessage) -> str:
     """``msg.text`` for a text message; otherwise a bracketed PT-BR description.
 
     e.g. ``[imagem recebida: legenda "nota do mercado"]``,
     ``[localização: -23.55, -46.63 — Av. Paulista]``,
-    ``[contato compartilhado: Ana (+5511999990000)]``, ``[botão: Ver fatura]``.
+    ``[contato compartilhado: Ana (+5511999990000)]``, ``[botão: Ver fatura]``; an edit
+    reads as a correction: ``[o usuário corrigiu uma mensagem anterior; texto corrigido:
+    "gastei 500"]``.
     """
     match msg.kind:
         case "text":
@@ -42,7 +55,20 @@ def describe(msg: InboundMessage) -> str:
         case "reaction":
             emoji = (msg.reaction or {}).get("emoji")
             return f"[reação: {emoji}]" if emoji else "[reação removida]"
+        case "edit":
+            if not msg.text.strip():
+                return "[o usuário editou uma mensagem anterior]"
+            return f'[o usuário corrigiu uma mensagem anterior; texto corrigido: "{msg.text}"]'
+        case "delete":
+            return "[o usuário apagou uma mensagem anterior]"
+        case "welcome":
+            return "[o usuário abriu a conversa pela primeira vez]"
+        case "flow":
+            return _describe_flow(msg.payload or {})
         case _:
+            noun = _UNSUPPORTED_NOUNS.get(msg.raw_type or "")
+            if noun:
+                return f"[{noun}]"
             kind = f": {msg.raw_type}" if msg.raw_type else ""
             return f"[mensagem de tipo não suportado{kind}]"
 
@@ -104,6 +130,20 @@ def _contact_label(contact: Mapping[str, Any]) -> str:
     if name and phone:
         return f"{name} ({phone})"
     return name or phone or "sem nome"
+
+
+def _describe_flow(payload: Mapping[str, Any]) -> str:
+    response = payload.get("response")
+    answers = [
+        f"{key}: {str(value)[:_FLOW_VALUE_CHARS]}"
+        for key, value in (response.items() if isinstance(response, Mapping) else ())
+        if key != "flow_token" and value not in (None, "")
+    ]
+    if not answers:
+        return "[formulário enviado]"
+    more = len(answers) - _FLOW_FIELDS_SHOWN
+    shown = "; ".join(answers[:_FLOW_FIELDS_SHOWN]) + (f"; e mais {more}" if more > 0 else "")
+    return f"[formulário enviado: {shown}]"
 
 
 def _title(msg: InboundMessage) -> str:

@@ -1,8 +1,10 @@
 """The channel errors: one root, specific subclasses with structured fields.
 
-The gateway maps them to HTTP statuses through ``http_status`` (403 for a bad signature,
-400 for a malformed delivery), decides from ``SendError.retryable`` whether a failed
-send may be tried again, and from ``MediaError.reason`` what to tell the couple.
+``http_status`` is the one source of the HTTP status a webhook answers for each: 403 for
+a bad signature, 400 for a body that is not a delivery, 413 for one too large to check;
+the gateway's error map reads it from any ``ChannelError`` instead of keeping its own
+table. ``SendError.retryable`` says whether a failed send may be tried again, and
+``MediaError.reason`` what to tell the couple.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ __all__ = [
     "MediaError",
     "MediaErrorReason",
     "OutsideWindowError",
+    "PayloadTooLarge",
     "SendError",
     "SignatureError",
 ]
@@ -51,6 +54,16 @@ class MalformedPayload(ChannelError):
     """A signed delivery that cannot be understood; ``reason`` says exactly what is wrong."""
 
     http_status: ClassVar[int] = 400
+
+    def __init__(self, reason: str, *, provider: str | None = None) -> None:
+        super().__init__(reason, provider=provider)
+        self.reason = reason
+
+
+class PayloadTooLarge(ChannelError):
+    """A delivery too large (bytes, or form fields) to be checked within bounds."""
+
+    http_status: ClassVar[int] = 413
 
     def __init__(self, reason: str, *, provider: str | None = None) -> None:
         super().__init__(reason, provider=provider)

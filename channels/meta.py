@@ -1,4 +1,5 @@
-"""Meta WhatsApp Cloud API: verify and parse webhooks, send replies through the Graph API.
+"""Meta WhatsApp Cloud API: verify webhooks (``MetaWebhook``), send replies through the
+Graph API. Payload parsing lives in ``channels.meta_payload``.
 
 The web layer hands over plain data: the raw body bytes, the ``X-Hub-Signature-256``
 header value, and for the subscription handshake the ``hub.*`` query values.
@@ -10,31 +11,22 @@ import hashlib
 import hmac
 import json
 import re
-from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
-from typing import Annotated, Any, TypeVar
+from typing import Any
 
 import aiohttp
 import structlog
-from pydantic import BaseModel, ConfigDict, Field, PlainValidator, ValidationError
-from pydantic_core import PydanticCustomError
 
 from channels.errors import MalformedPayload, OutsideWindowError, SendError, SignatureError
-from channels.models import (
-    InboundKind,
-    InboundMessage,
-    Location,
-    Media,
-    ParsedDelivery,
-    SendResult,
-    StatusUpdate,
-)
+from channels.meta_payload import parse_meta_payload
+from channels.models import ParsedDelivery, SendResult
 from channels.numbers import is_bsuid, mask_number, to_e164
 from channels.split import split_message
+from channels.webhook import WebhookRequest, WebhookResponse
 
 __all__ = [
     "META_MAX_LENGTH",
     "MetaSender",
+    "MetaWebhook",
     "parse_meta_payload",
     "verify_meta_signature",
     "verify_meta_subscription",
@@ -43,8 +35,7 @@ __all__ = [
 META_MAX_LENGTH = 4096
 _PROVIDER = "meta"
 _SIGNATURE_PREFIX = "sha256="
-_OBJECT = "whatsapp_business_account"
-_MEDIA_TYPES = ("image", "audio", "video", "document", "sticker")
+_MAX_CHALLENGE = 256
 _OUTSIDE_WINDOW = 131047
 # Rejections for throughput: the request was refused, so trying again cannot duplicate.
 # 4 app request limit, 80007 WABA rate limit, 130429 cloud API throughput, 131056 pair rate.
@@ -91,354 +82,45 @@ def verify_meta_subscription(
         raise SignatureError("hub.verify_token does not match", provider=_PROVIDER)
     if not challenge:
         raise MalformedPayload("missing field hub.challenge", provider=_PROVIDER)
+    # Echoed back as text: a short printable token (Meta sends digits), nothing else.
+    if len(challenge) > _MAX_CHALLENGE or not (challenge.isascii() and challenge.isprintable()):
+        raise MalformedPayload("hub.challenge is not a short printable token", provider=_PROVIDER)
     return challenge
 
 
-# --------------------------------------------------------------------------- payload models
+class MetaWebhook:
+    """The ``WebhookAdapter`` for ``/webhooks/meta``, with its GET subscription handshake.
 
-
-def _unix_time(value: object) -> datetime:
-    seconds: int | None = None
-    if isinstance(value, int) and not isinstance(value, bool):
-        seconds = value
-    elif isinstance(value, str) and value.isascii() and value.isdigit():
-        seconds = int(value)
-    if seconds is not None:
-        try:
-            return datetime.fromtimestamp(seconds, UTC)
-        except (OverflowError, OSError, ValueError):
-            pass
-    raise PydanticCustomError(
-        "unix_time", "is not a unix time: {value}", {"value": repr(value)[:40]}
-    )
-
-
-_UnixTime = Annotated[datetime, PlainValidator(_unix_time)]
-_T = TypeVar("_T")
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="ignore", frozen=True)
-
-
-_M = TypeVar("_M", bound=_Model)
-
-
-class _Metadata(_Model):
-    display_phone_number: str
-    phone_number_id: str
-
-
-class _Profile(_Model):
-    name: str | None = None
-
-
-class _Contact(_Model):
-    wa_id: str | None = None
-    profile: _Profile | None = None
-
-
-class _Context(_Model):
-    id: str | None = None
-
-
-class _Text(_Model):
-    body: str
-
-
-class _MediaObject(_Model):
-    id: str
-    mime_type: str | None = None
-    caption: str | None = None
-    filename: str | None = None
-
-
-class _LocationObject(_Model):
-    latitude: float = Field(ge=-90, le=90)
-    longitude: float = Field(ge=-180, le=180)
-    name: str | None = None
-    address: str | None = None
-
-
-class _Reply(_Model):
-    id: str
-    title: str
-    description: str | None = None
-
-
-class _Interactive(_Model):
-    type: str
-    button_reply: _Reply | None = None
-    list_reply: _Reply | None = None
-
-
-class _Button(_Model):
-    payload: str | None = None
-    text: str
-
-
-class _Reaction(_Model):
-    message_id: str
-    emoji: str | None = None
-
-
-class _Message(_Model):
-    from_: str = Field(alias="from")
-    id: str
-    timestamp: _UnixTime
-    type: str
-    context: _Context | None = None
-    text: _Text | None = None
-    image: _MediaObject | None = None
-    audio: _MediaObject | None = None
-    video: _MediaObject | None = None
-    document: _MediaObject | None = None
-    sticker: _MediaObject | None = None
-    location: _LocationObject | None = None
-    contacts: list[dict[str, Any]] | None = None
-    interactive: _Interactive | None = None
-    button: _Button | None = None
-    reaction: _Reaction | None = None
-
-
-class _StatusError(_Model):
-    code: Any = None
-    title: str | None = None
-    message: str | None = None
-
-
-class _Status(_Model):
-    id: str
-    status: str
-    timestamp: _UnixTime
-    recipient_id: str | None = None
-    errors: list[_StatusError] = Field(default_factory=list)
-
-
-class _Value(_Model):
-    metadata: _Metadata
-    contacts: list[_Contact] = Field(default_factory=list)
-    messages: list[_Message] = Field(default_factory=list)
-    statuses: list[_Status] = Field(default_factory=list)
-
-
-class _Change(_Model):
-    field: str
-    value: Any = None  # validated as _Value only when field == "messages"
-
-
-class _Entry(_Model):
-    id: str | None = None
-    changes: list[_Change] = Field(default_factory=list)
-
-
-class _Envelope(_Model):
-    object: str
-    entry: list[_Entry]
-
-
-# --------------------------------------------------------------------------- parsing
-
-
-def parse_meta_payload(body: bytes) -> ParsedDelivery:
-    """One webhook delivery → every message and status it holds, in payload order.
-
-    All entries, changes, messages and statuses are handled; changes whose ``field`` is
-    not ``"messages"`` are skipped; unknown fields are ignored. Anything malformed raises
-    ``MalformedPayload`` naming the path, e.g.
-    ``entry[0].changes[1].value.messages[0].timestamp is not a unix time: '17x'``.
+    ``app_secret`` signs the POSTs (``X-Hub-Signature-256``); ``verify_token`` is the
+    token configured in the App Dashboard for the handshake.
     """
-    try:
-        data = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise MalformedPayload(f"body is not JSON: {exc}", provider=_PROVIDER) from None
-    if not isinstance(data, dict):
-        raise MalformedPayload("body is not a JSON object", provider=_PROVIDER)
-    if "object" in data and data["object"] != _OBJECT:
-        raise MalformedPayload(
-            f"object is {data['object']!r:.60}, expected {_OBJECT!r}", provider=_PROVIDER
+
+    provider = _PROVIDER
+
+    def __init__(self, app_secret: str, verify_token: str = "") -> None:
+        self._app_secret = app_secret
+        self._verify_token = verify_token
+
+    def verify(self, request: WebhookRequest) -> None:
+        verify_meta_signature(self._app_secret, request.body, request.header("X-Hub-Signature-256"))
+
+    def parse(self, request: WebhookRequest) -> ParsedDelivery:
+        return parse_meta_payload(request.body)
+
+    def ack(self) -> WebhookResponse:
+        return WebhookResponse(200, "application/json", b'{"status":"ok"}')
+
+    def handshake(self, request: WebhookRequest) -> WebhookResponse:
+        """``GET ?hub.mode=subscribe&hub.verify_token=…&hub.challenge=…``: the challenge
+        as plain text, or ``SignatureError`` (403) / ``MalformedPayload`` (400)."""
+        query = request.query
+        challenge = verify_meta_subscription(
+            self._verify_token,
+            query.get("hub.mode"),
+            query.get("hub.verify_token"),
+            query.get("hub.challenge"),
         )
-    envelope = _validate(_Envelope, data, "")
-    messages: list[InboundMessage] = []
-    statuses: list[StatusUpdate] = []
-    for e, entry in enumerate(envelope.entry):
-        for c, change in enumerate(entry.changes):
-            if change.field != "messages":
-                continue
-            path = f"entry[{e}].changes[{c}].value"
-            if change.value is None:
-                raise MalformedPayload(f"missing field {path}", provider=_PROVIDER)
-            value = _validate(_Value, change.value, path)
-            business = _e164(value.metadata.display_phone_number, f"{path}.metadata")
-            profiles = {
-                contact.wa_id: contact.profile.name
-                for contact in value.contacts
-                if contact.wa_id and contact.profile and contact.profile.name
-            }
-            for m, message in enumerate(value.messages):
-                messages.append(
-                    _inbound(
-                        message,
-                        f"{path}.messages[{m}]",
-                        business=business,
-                        phone_number_id=value.metadata.phone_number_id,
-                        profiles=profiles,
-                    )
-                )
-            for s, status in enumerate(value.statuses):
-                statuses.append(_status(status, f"{path}.statuses[{s}]"))
-    return ParsedDelivery(messages=tuple(messages), statuses=tuple(statuses))
-
-
-def _validate(model: type[_M], data: object, prefix: str) -> _M:
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        raise MalformedPayload(_explain(exc, prefix), provider=_PROVIDER) from None
-
-
-def _explain(exc: ValidationError, prefix: str) -> str:
-    errors = exc.errors(include_url=False)
-    first = errors[0]
-    path = _join_path(prefix, first["loc"])
-    if first["type"] == "missing":
-        reason = f"missing field {path}"
-    elif first["type"] == "unix_time":
-        reason = f"{path} {first['msg']}"
-    else:
-        msg = first["msg"]
-        got = repr(first.get("input"))
-        got = got if len(got) <= 40 else got[:37] + "..."
-        reason = f"{path}: {msg[:1].lower()}{msg[1:]}, got {got}"
-    if len(errors) > 1:
-        reason += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
-    return reason
-
-
-def _join_path(prefix: str, loc: Sequence[int | str]) -> str:
-    path = prefix
-    for part in loc:
-        if isinstance(part, int):
-            path += f"[{part}]"
-        else:
-            path += f".{part}" if path else part
-    return path or "body"
-
-
-def _e164(value: str, path: str) -> str:
-    try:
-        return to_e164(value, field=path)
-    except MalformedPayload as exc:
-        raise MalformedPayload(exc.reason, provider=_PROVIDER) from None
-
-
-def _inbound(
-    msg: _Message,
-    path: str,
-    *,
-    business: str,
-    phone_number_id: str,
-    profiles: Mapping[str, str],
-) -> InboundMessage:
-    user = _e164(msg.from_, f"{path}.from")
-    kind: InboundKind = "unsupported"
-    text = ""
-    media: tuple[Media, ...] = ()
-    location: Location | None = None
-    contacts: tuple[dict[str, Any], ...] = ()
-    payload: dict[str, Any] | None = None
-    reaction: dict[str, Any] | None = None
-    raw_type: str | None = None
-
-    match msg.type:
-        case "text":
-            text = _need(msg.text, path, "text").body
-            kind = "text"
-        case "image" | "audio" | "video" | "document" | "sticker":
-            obj = _need(getattr(msg, msg.type), path, msg.type)
-            media = (
-                Media(
-                    kind=msg.type,
-                    media_id=obj.id,
-                    mime_type=obj.mime_type,
-                    caption=obj.caption,
-                    filename=obj.filename,
-                ),
-            )
-            text = obj.caption or ""
-            kind = "media"
-        case "location":
-            loc = _need(msg.location, path, "location")
-            location = Location(
-                latitude=loc.latitude, longitude=loc.longitude, name=loc.name, address=loc.address
-            )
-            kind = "location"
-        case "contacts":
-            contacts = tuple(_need(msg.contacts, path, "contacts"))
-            kind = "contacts"
-        case "interactive":
-            interactive = _need(msg.interactive, path, "interactive")
-            reply = {"button_reply": interactive.button_reply, "list_reply": interactive.list_reply}
-            if interactive.type in reply:
-                chosen = _need(reply[interactive.type], f"{path}.interactive", interactive.type)
-                payload = {"id": chosen.id, "title": chosen.title}
-                if chosen.description:
-                    payload["description"] = chosen.description
-                text = chosen.title
-                kind = "interactive"
-            else:  # e.g. nfm_reply (flows): recorded, not answered
-                raw_type = f"interactive.{interactive.type}"
-        case "button":
-            button = _need(msg.button, path, "button")
-            payload = {"id": button.payload or button.text, "title": button.text}
-            text = button.text
-            kind = "button"
-        case "reaction":
-            obj_reaction = _need(msg.reaction, path, "reaction")
-            reaction = {"message_id": obj_reaction.message_id, "emoji": obj_reaction.emoji or None}
-            kind = "reaction"
-        case _:  # unsupported, system, order, request_welcome, and types yet to come
-            raw_type = msg.type
-
-    return InboundMessage(
-        channel="meta",
-        provider_message_id=msg.id,
-        business_number=business,
-        user_number=user,
-        kind=kind,
-        timestamp=msg.timestamp,
-        text=text,
-        profile_name=profiles.get(msg.from_),
-        media=media,
-        location=location,
-        contacts=contacts,
-        payload=payload,
-        reaction=reaction,
-        reply_to=msg.context.id if msg.context and msg.context.id else None,
-        raw_type=raw_type,
-        phone_number_id=phone_number_id,
-    )
-
-
-def _need(value: _T | None, path: str, name: str) -> _T:
-    if value is None:
-        raise MalformedPayload(f"missing field {path}.{name}", provider=_PROVIDER)
-    return value
-
-
-def _status(status: _Status, path: str) -> StatusUpdate:
-    error = status.errors[0] if status.errors else None
-    return StatusUpdate(
-        channel="meta",
-        provider_message_id=status.id,
-        status=status.status,
-        timestamp=status.timestamp,
-        recipient=_e164(status.recipient_id, f"{path}.recipient_id")
-        if status.recipient_id
-        else None,
-        error_code=str(error.code) if error is not None and error.code is not None else None,
-        error_message=(error.title or error.message) if error is not None else None,
-    )
+        return WebhookResponse(200, "text/plain", challenge.encode("ascii"))
 
 
 # --------------------------------------------------------------------------- sending

@@ -14,6 +14,7 @@ __all__ = [
     "Location",
     "Media",
     "ParsedDelivery",
+    "RejectedItem",
     "SendResult",
     "StatusUpdate",
     "make_thread_id",
@@ -29,11 +30,19 @@ InboundKind = Literal[
     "button",
     "reaction",
     "unsupported",
+    "edit",  # the user edited an earlier message: ``edit_of`` + the new ``text``
+    "delete",  # the user deleted (revoked) an earlier message: ``deleted_id``
+    "welcome",  # Meta ``request_welcome``: the user opened the chat for the first time
+    "flow",  # Meta ``interactive.nfm_reply``: a WhatsApp Flow (form) was submitted
 ]
+
+#: Kinds recorded but never answered (a sticker is ``media`` and is not answered either).
+_SILENT_KINDS: frozenset[str] = frozenset({"reaction", "unsupported", "delete"})
 
 
 def make_thread_id(channel: str, business_number: str, user_number: str) -> str:
-    """``"{channel}:{business_number}:{user_number}"`` (numbers in E.164)."""
+    """``"{channel}:{business_number}:{user_number}"``: the business number in E.164, the
+    user's key as ``InboundMessage.user_number`` (E.164, or Meta's BSUID)."""
     return f"{channel}:{business_number}:{user_number}"
 
 
@@ -65,7 +74,9 @@ class InboundMessage(BaseModel):
     channel: ChannelName
     provider_message_id: str
     business_number: str  # E.164, "+5511..."
-    user_number: str  # E.164
+    # The thread's user key: E.164 when the phone is known, otherwise Meta's
+    # business-scoped user id ("BR.1502576394655843"); see ``user_bsuid``.
+    user_number: str
     kind: InboundKind
     timestamp: datetime  # provider timestamp, timezone-aware UTC
     text: str = ""  # what the user typed (body / caption / button text)
@@ -78,6 +89,12 @@ class InboundMessage(BaseModel):
     reply_to: str | None = None  # provider id of the message this one answers
     raw_type: str | None = None  # provider's own type name, for unsupported ones
     phone_number_id: str | None = None  # Meta: metadata.phone_number_id of the receiving number
+    messaging_service_sid: str | None = None  # Twilio: the Messaging Service written to, if any
+    user_bsuid: str | None = None  # Meta: the user's business-scoped user id, when given
+    edit_of: str | None = None  # kind "edit": provider id of the message the user edited
+    deleted_id: str | None = None  # kind "delete": provider id of the message deleted
+    error_code: str | None = None  # the provider's error on the message (e.g. Meta 131051)
+    error_message: str | None = None
 
     @property
     def thread_id(self) -> str:
@@ -85,8 +102,14 @@ class InboundMessage(BaseModel):
 
     @property
     def answerable(self) -> bool:
-        """Reactions and unsupported types are recorded, never answered."""
-        return self.kind not in ("reaction", "unsupported")
+        """Reactions, stickers, deletes and unsupported types are recorded, never answered.
+
+        An edit is answered (the agent reads it as a correction); so are ``welcome`` (the
+        greeting) and ``flow`` (a submitted form, like a button press).
+        """
+        if self.kind in _SILENT_KINDS:
+            return False
+        return not (self.media and all(item.kind == "sticker" for item in self.media))
 
     def agent_text(self) -> str:
         """What the agent reads: the text, or a short PT-BR description of non-text content."""
@@ -104,18 +127,42 @@ class StatusUpdate(BaseModel):
     provider_message_id: str
     status: str  # sent | delivered | read | failed | undelivered
     timestamp: datetime
-    recipient: str | None = None  # E.164
+    # E.164 for a person whose phone is known; otherwise their BSUID (Meta), or the
+    # group id when ``recipient_type`` is "group" (Meta Groups API).
+    recipient: str | None = None
     error_code: str | None = None
     error_message: str | None = None
+    recipient_type: str | None = None  # Meta: "individual" | "group" (None: not said)
+    recipient_bsuid: str | None = None  # Meta: recipient_user_id, when given
+
+
+class RejectedItem(BaseModel):
+    """One item of a delivery that could not be understood, kept out of the rest.
+
+    ``path`` locates it in the payload (``entry[0].changes[1].value.messages[2]``),
+    ``reason`` says what is wrong, ``provider_message_id`` is its id when one was readable.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    path: str
+    reason: str
+    provider_message_id: str | None = None
 
 
 class ParsedDelivery(BaseModel):
-    """Everything one webhook delivery carried."""
+    """Everything one webhook delivery carried.
+
+    ``rejected`` lists the items that could not be understood: the good items are kept and
+    the delivery is still acknowledged (a refused delivery is retried for days and would be
+    refused again). A body that is not a delivery at all raises ``MalformedPayload``.
+    """
 
     model_config = ConfigDict(frozen=True)
 
     messages: tuple[InboundMessage, ...] = ()
     statuses: tuple[StatusUpdate, ...] = ()
+    rejected: tuple[RejectedItem, ...] = ()
 
 
 class SendResult(BaseModel):

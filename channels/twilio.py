@@ -1,12 +1,16 @@
-"""Twilio (WhatsApp through the Messaging API): verify and parse webhooks, send replies.
+"""Twilio (WhatsApp through the Messaging API): verify and parse webhooks (``TwilioWebhook``),
+send replies.
 
 The web layer hands over plain data: the public URL Twilio called, the form parameters
 (a ``dict`` or aiohttp's ``MultiDict``) and the ``X-Twilio-Signature`` header value.
+Twilio's documented WhatsApp parameters signal no edits, deletes, reactions or polls:
+those are not modelled here.
 """
 
 from __future__ import annotations
 
 import asyncio
+import binascii
 import hmac
 import math
 import re
@@ -21,14 +25,31 @@ from twilio.http.async_http_client import AsyncTwilioHttpClient
 from twilio.request_validator import RequestValidator
 from twilio.rest import Client
 
-from channels.errors import MalformedPayload, OutsideWindowError, SendError, SignatureError
-from channels.models import InboundKind, InboundMessage, Location, Media, SendResult, StatusUpdate
-from channels.numbers import is_bsuid, mask_number, to_e164
+from channels.errors import (
+    MalformedPayload,
+    OutsideWindowError,
+    PayloadTooLarge,
+    SendError,
+    SignatureError,
+)
+from channels.models import (
+    InboundKind,
+    InboundMessage,
+    Location,
+    Media,
+    ParsedDelivery,
+    SendResult,
+    StatusUpdate,
+)
+from channels.numbers import is_bsuid, mask_number, redact_digits, to_e164
 from channels.split import split_message
+from channels.webhook import WebhookRequest, WebhookResponse
 
 __all__ = [
+    "TWILIO_MAX_BODY",
     "TWILIO_MAX_LENGTH",
     "TwilioSender",
+    "TwilioWebhook",
     "compute_twilio_signature",
     "parse_twilio_message",
     "parse_twilio_status",
@@ -36,7 +57,12 @@ __all__ = [
 ]
 
 TWILIO_MAX_LENGTH = 1600
+#: Largest webhook body checked: a real one (1,600-character body, ten media URLs) is
+#: under 16 KiB even fully percent-encoded.
+TWILIO_MAX_BODY = 64 * 1024
+TWIML_EMPTY = '<?xml version="1.0" encoding="UTF-8"?><Response/>'
 _PROVIDER = "twilio"
+_SIGNATURE_LENGTH = 28  # base64 of a 20-byte HMAC-SHA1
 _OUTSIDE_WINDOW = 63016
 _RATE_LIMITED_CODES = frozenset({63018, 20429})  # channel rate limit, "Too Many Requests"
 _MAX_MEDIA = 10  # WhatsApp through Twilio: at most 10 media per message
@@ -61,10 +87,7 @@ def verify_twilio_signature(
     configured public base URL); the default port may be present or not. Every parameter
     received counts, known or not.
     """
-    if not auth_token:
-        raise SignatureError("no Twilio auth token configured", provider=_PROVIDER)
-    if not signature:
-        raise SignatureError("missing X-Twilio-Signature", provider=_PROVIDER)
+    signature = _check_signature_shape(auth_token, signature)
     validator = RequestValidator(auth_token)
     try:
         # Fast path: the URL exactly as given (the usual case). ``validate`` always
@@ -77,6 +100,30 @@ def verify_twilio_signature(
         raise SignatureError(f"cannot check X-Twilio-Signature: {exc}", provider=_PROVIDER) from exc
     if not valid:
         raise SignatureError("X-Twilio-Signature does not match", provider=_PROVIDER)
+
+
+def _check_signature_shape(auth_token: str, signature: str | None) -> str:
+    """The cheap preconditions, checked before any parsing: a token to check with and a
+    header that can be a base64 HMAC-SHA1 (28 ASCII characters decoding to 20 bytes).
+
+    A header with non-ASCII or undecodable bytes (surrogate-escaped by aiohttp) fails here
+    with ``SignatureError``, never with ``UnicodeEncodeError``.
+    """
+    if not auth_token:
+        raise SignatureError("no Twilio auth token configured", provider=_PROVIDER)
+    if not signature:
+        raise SignatureError("missing X-Twilio-Signature", provider=_PROVIDER)
+    plausible = len(signature) == _SIGNATURE_LENGTH and signature.isascii()
+    if plausible:
+        try:
+            plausible = len(binascii.a2b_base64(signature, strict_mode=True)) == 20
+        except binascii.Error:
+            plausible = False
+    if not plausible:
+        raise SignatureError(
+            "X-Twilio-Signature is not a base64 HMAC-SHA1 (28 characters)", provider=_PROVIDER
+        )
+    return signature
 
 
 # --------------------------------------------------------------------------- parsing
@@ -132,6 +179,7 @@ def parse_twilio_message(
         payload=payload,
         reply_to=_optional(params, "OriginalRepliedMessageSid"),
         raw_type=(_optional(params, "MessageType") or None) if kind == "unsupported" else None,
+        messaging_service_sid=_optional(params, "MessagingServiceSid") or None,
     )
 
 
@@ -186,7 +234,9 @@ def _number(value: str, name: str) -> str:
 def _whatsapp_number(params: Mapping[str, Any], name: str) -> str:
     value = _required(params, name)
     if not value.lower().startswith("whatsapp:"):
-        raise MalformedPayload(f"{name} is not a WhatsApp number: {value!r}", provider=_PROVIDER)
+        raise MalformedPayload(
+            f"{name} is not a WhatsApp number: {redact_digits(value)!r}", provider=_PROVIDER
+        )
     return _number(value, name)
 
 
@@ -199,14 +249,20 @@ def _media(params: Mapping[str, Any]) -> tuple[Media, ...]:
             f"NumMedia is not a count from 0 to {_MAX_MEDIA}: {raw_count!r}", provider=_PROVIDER
         )
     items: list[Media] = []
+    sticker = (_optional(params, "MessageType") or "").lower() == "sticker"
     for index in range(int(raw_count)):
         url = _required(params, f"MediaUrl{index}")
         mime = _optional(params, f"MediaContentType{index}") or None
-        items.append(Media(kind=_media_kind(mime), url=url, mime_type=mime))
+        items.append(Media(kind=_media_kind(mime, sticker=sticker), url=url, mime_type=mime))
     return tuple(items)
 
 
-def _media_kind(mime: str | None) -> str:
+def _media_kind(mime: str | None, *, sticker: bool = False) -> str:
+    # Twilio's docs list no sticker type; should MessageType say "sticker", it is one
+    # (recorded, not answered). A WebP image is not guessed to be one: a photo of a
+    # receipt taken for a sticker would go unanswered.
+    if sticker:
+        return "sticker"
     major = (mime or "").partition("/")[0].lower()
     return major if major in ("image", "audio", "video") else "document"
 
@@ -239,6 +295,58 @@ def _coordinate(raw: str | None, name: str, bound: float) -> float:
             provider=_PROVIDER,
         )
     return value
+
+
+# --------------------------------------------------------------------------- webhook adapter
+
+
+class TwilioWebhook:
+    """The ``WebhookAdapter`` for Twilio's inbound-message webhook, or with
+    ``status_callback=True`` for its status callbacks (same signature scheme).
+
+    ``verify`` checks the signature's cheap preconditions, then the body's size and field
+    count, and only then parses the form (once: ``WebhookRequest.form``) and checks the
+    signature over ``request.url``, the public URL Twilio called.
+    """
+
+    provider = _PROVIDER
+
+    def __init__(
+        self, auth_token: str, *, status_callback: bool = False, max_body: int = TWILIO_MAX_BODY
+    ) -> None:
+        self._auth_token = auth_token
+        self._status_callback = status_callback
+        self._max_body = max_body
+
+    def verify(self, request: WebhookRequest) -> None:
+        signature = request.header("X-Twilio-Signature")
+        _check_signature_shape(self._auth_token, signature)
+        if len(request.body) > self._max_body:
+            raise PayloadTooLarge(
+                f"body of {len(request.body)} bytes exceeds {self._max_body}", provider=_PROVIDER
+            )
+        verify_twilio_signature(self._auth_token, request.url, self._form(request), signature)
+
+    def parse(self, request: WebhookRequest) -> ParsedDelivery:
+        params = self._form(request)
+        if self._status_callback:
+            return ParsedDelivery(
+                statuses=(parse_twilio_status(params, received_at=request.received_at),)
+            )
+        return ParsedDelivery(
+            messages=(parse_twilio_message(params, received_at=request.received_at),)
+        )
+
+    def ack(self) -> WebhookResponse:
+        """Empty TwiML: accepted, no inline reply (replies go through the REST API)."""
+        return WebhookResponse(200, "text/xml", TWIML_EMPTY.encode("utf-8"))
+
+    @staticmethod
+    def _form(request: WebhookRequest) -> Mapping[str, Any]:
+        try:
+            return request.form
+        except PayloadTooLarge as exc:
+            raise PayloadTooLarge(exc.reason, provider=_PROVIDER) from None
 
 
 # --------------------------------------------------------------------------- sending

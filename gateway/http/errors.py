@@ -13,7 +13,7 @@ from aiohttp import web
 
 from agent import AgentError
 from agent.psychologist import InvalidTransition
-from channels import ChannelError, MalformedPayload, SignatureError
+from channels import ChannelError
 from gateway.errors import (
     BadRequest,
     Conflict,
@@ -30,15 +30,14 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 STATUS: Final[dict[type[Exception], int]] = {
     BadRequest: 400,
-    MalformedPayload: 400,
-    SignatureError: 403,
     NotFound: 404,
     Conflict: 409,
     InvalidTransition: 409,
     PayloadTooLarge: 413,
     Unavailable: 503,
 }
-"""Error type → status; a subclass takes its nearest listed ancestor's status."""
+"""Error type → status; a subclass takes its nearest listed ancestor's status. A channel
+error carries its own (``ChannelError.http_status``: 403 signature, 400 malformed, …)."""
 
 _ROOTS: Final = (GatewayError, ChannelError, AgentError)
 _UNSAFE: Final = re.compile(r"[^A-Za-z0-9._:-]")
@@ -46,6 +45,8 @@ _UNSAFE: Final = re.compile(r"[^A-Za-z0-9._:-]")
 
 def status_for(exc: BaseException) -> int | None:
     """The status of an error a client can cause or must retry; None for a bug (500)."""
+    if isinstance(exc, ChannelError):
+        return exc.http_status if exc.http_status < 500 else None
     for cls in type(exc).__mro__:
         if cls in STATUS:
             return STATUS[cls]

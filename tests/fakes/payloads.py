@@ -9,6 +9,10 @@ compose several with ``meta_change`` / ``meta_entry`` / ``meta_delivery``. ``met
 serialises, ``sign_meta`` gives the ``X-Hub-Signature-256`` for the exact bytes.
 
 Numbers are given in E.164 (``"+5511999990000"``) and converted to each wire format.
+A Meta user known only by a business-scoped user id: ``from_=None, user_id="BR.…"``.
+
+Recorded wire shapes written from the providers' docs live in ``tests/data/`` (see its
+README): ``fixture_bytes("meta/edit.json")``, ``meta_fixture("edit.json")``.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import json
 import secrets
 import time
 from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from channels.twilio import compute_twilio_signature
@@ -30,22 +35,28 @@ __all__ = [
     "TWILIO_ACCOUNT_SID",
     "USER_NUMBER",
     "content_type_family",
+    "fixture_bytes",
     "meta_body",
     "meta_button_message",
     "meta_change",
     "meta_contacts_message",
     "meta_delivery",
+    "meta_edit_message",
     "meta_entry",
+    "meta_fixture",
+    "meta_flow_message",
     "meta_interactive_message",
     "meta_location_message",
     "meta_media_message",
     "meta_message",
     "meta_payload",
     "meta_reaction_message",
+    "meta_revoke_message",
     "meta_status",
     "meta_text_message",
     "meta_text_payload",
     "meta_unsupported_message",
+    "meta_welcome_message",
     "new_twilio_sid",
     "new_wamid",
     "sign_meta",
@@ -59,10 +70,22 @@ BUSINESS_NUMBER = "+14155238886"
 TWILIO_ACCOUNT_SID = "AC" + "0" * 32
 META_PHONE_NUMBER_ID = "106540352242922"
 META_WABA_ID = "102290129340398"
+DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 
 
 def _digits(number: str) -> str:
     return number.removeprefix("whatsapp:").removeprefix("+")
+
+
+def fixture_bytes(name: str) -> bytes:
+    """The exact bytes of ``tests/data/<name>`` (e.g. ``"twilio/status_read.form"``)."""
+    return (DATA_DIR / name).read_bytes()
+
+
+def meta_fixture(name: str) -> dict[str, Any]:
+    """``tests/data/meta/<name>`` decoded, to alter before ``meta_body``."""
+    data: dict[str, Any] = json.loads(fixture_bytes(f"meta/{name}"))
+    return data
 
 
 # --------------------------------------------------------------------------- Twilio
@@ -201,7 +224,8 @@ def meta_message(
     type_: str,
     content: Any = None,
     *,
-    from_: str = USER_NUMBER,
+    from_: str | None = USER_NUMBER,
+    user_id: str | None = None,
     id: str | None = None,
     timestamp: int | str | None = None,
     context_id: str | None = None,
@@ -210,14 +234,19 @@ def meta_message(
     """One entry of ``value.messages``: ``{"from", "id", "timestamp", "type", type_: content}``.
 
     ``content`` is the type's own object (omitted when None); ``timestamp`` defaults to
-    now, sent as a string of unix seconds like Meta does.
+    now, sent as a string of unix seconds like Meta does. ``user_id`` adds the sender's
+    BSUID (``from_user_id``); ``from_=None`` leaves the phone out, as for a user with a
+    username.
     """
     message: dict[str, Any] = {
-        "from": _digits(from_),
         "id": id or new_wamid(),
         "timestamp": str(int(time.time()) if timestamp is None else timestamp),
         "type": type_,
     }
+    if from_ is not None:
+        message["from"] = _digits(from_)
+    if user_id is not None:
+        message["from_user_id"] = user_id
     if content is not None:
         message[type_] = content
     if context_id is not None:
@@ -325,8 +354,13 @@ def meta_reaction_message(
     return meta_message("reaction", content, **common)
 
 
-def meta_unsupported_message(type_: str = "unsupported", **common: Any) -> dict[str, Any]:
-    """An unsupported (or unknown) type, with the error object Meta attaches."""
+def meta_unsupported_message(
+    type_: str = "unsupported", *, subtype: str | None = None, **common: Any
+) -> dict[str, Any]:
+    """An unsupported (or unknown) type, with the error object Meta attaches;
+    ``subtype`` is ``unsupported.type`` (``"edit"``, ``"poll_creation"``…)."""
+    if subtype is not None:
+        common["unsupported"] = {"type": subtype}
     return meta_message(
         type_,
         errors=[
@@ -341,22 +375,62 @@ def meta_unsupported_message(type_: str = "unsupported", **common: Any) -> dict[
     )
 
 
+def meta_edit_message(original_id: str, body: str = "gastei 500", **common: Any) -> dict[str, Any]:
+    """The user edited ``original_id``; ``body`` is the new text (Coexistence numbers)."""
+    content = {
+        "original_message_id": original_id,
+        "message": {"type": "text", "text": {"body": body}},
+    }
+    return meta_message("edit", content, **common)
+
+
+def meta_revoke_message(original_id: str, **common: Any) -> dict[str, Any]:
+    """The user deleted (revoked) ``original_id`` (Coexistence numbers)."""
+    return meta_message("revoke", {"original_message_id": original_id}, **common)
+
+
+def meta_welcome_message(**common: Any) -> dict[str, Any]:
+    """``request_welcome``: the user opened the chat for the first time."""
+    return meta_message("request_welcome", **common)
+
+
+def meta_flow_message(
+    response: Mapping[str, Any] | str, *, body: str = "Sent", **common: Any
+) -> dict[str, Any]:
+    """A WhatsApp Flow submitted (``interactive.nfm_reply``); ``response`` becomes its
+    ``response_json`` (a mapping is serialised, a string is sent as is)."""
+    raw = response if isinstance(response, str) else json.dumps(response, ensure_ascii=False)
+    content = {
+        "type": "nfm_reply",
+        "nfm_reply": {"name": "flow", "body": body, "response_json": raw},
+    }
+    return meta_message("interactive", content, **common)
+
+
 def meta_status(
     id: str,
     status: str = "delivered",
     *,
-    recipient: str = USER_NUMBER,
+    recipient: str | None = USER_NUMBER,
+    recipient_user_id: str | None = None,
+    recipient_type: str | None = None,
     timestamp: int | str | None = None,
     error_code: int | None = None,
     error_title: str | None = None,
 ) -> dict[str, Any]:
-    """One entry of ``value.statuses`` for the message ``id`` we sent."""
+    """One entry of ``value.statuses`` for the message ``id`` we sent. ``recipient`` is
+    E.164 (or a group id with ``recipient_type="group"``); ``None`` leaves it out."""
     entry: dict[str, Any] = {
         "id": id,
         "status": status,
         "timestamp": str(int(time.time()) if timestamp is None else timestamp),
-        "recipient_id": _digits(recipient),
     }
+    if recipient is not None:
+        entry["recipient_id"] = recipient if recipient_type == "group" else _digits(recipient)
+    if recipient_user_id is not None:
+        entry["recipient_user_id"] = recipient_user_id
+    if recipient_type is not None:
+        entry["recipient_type"] = recipient_type
     if status != "failed":
         entry["conversation"] = {
             "id": secrets.token_hex(16),
@@ -384,8 +458,9 @@ def meta_change(
     profiles: Mapping[str, str] | None = None,
     field: str = "messages",
 ) -> dict[str, Any]:
-    """One ``changes[]`` item. ``contacts`` is built from the senders of ``messages``,
-    named by ``profiles`` (``{E.164 or wa_id: name}``, default: everyone is "Ana")."""
+    """One ``changes[]`` item. ``contacts`` is built from the senders of ``messages``
+    (``wa_id`` and ``user_id`` as each message gives them), named by ``profiles``
+    (``{E.164, wa_id or BSUID: name}``, default: everyone is "Ana")."""
     value: dict[str, Any] = {
         "messaging_product": "whatsapp",
         "metadata": {
@@ -394,11 +469,17 @@ def meta_change(
         },
     }
     if messages:
-        names = {_digits(number): name for number, name in (profiles or {}).items()}
-        senders = list(dict.fromkeys(str(message["from"]) for message in messages))
-        value["contacts"] = [
-            {"profile": {"name": names.get(wa_id, "Ana")}, "wa_id": wa_id} for wa_id in senders
-        ]
+        names = {_digits(key): name for key, name in (profiles or {}).items()}
+        senders = dict.fromkeys((m.get("from"), m.get("from_user_id")) for m in messages)
+        contacts: list[dict[str, Any]] = []
+        for wa_id, user_id in senders:
+            contact: dict[str, Any] = {"profile": {"name": names.get(wa_id or user_id, "Ana")}}
+            if wa_id is not None:
+                contact["wa_id"] = wa_id
+            if user_id is not None:
+                contact["user_id"] = user_id
+            contacts.append(contact)
+        value["contacts"] = contacts
         value["messages"] = list(messages)
     if statuses:
         value["statuses"] = list(statuses)

@@ -130,3 +130,63 @@ def test_unsupported() -> None:
         "[mensagem de tipo não suportado: order]"
     )
     assert describe(message("unsupported")) == "[mensagem de tipo não suportado]"
+
+
+def test_an_edit_reads_as_a_correction() -> None:
+    msg = message("edit", text="gastei 500", edit_of="wamid.original")
+    assert describe(msg) == (
+        '[o usuário corrigiu uma mensagem anterior; texto corrigido: "gastei 500"]'
+    )
+    assert describe(message("edit", edit_of="wamid.original")) == (
+        "[o usuário editou uma mensagem anterior]"
+    )
+
+
+def test_delete_welcome_and_flow() -> None:
+    assert describe(message("delete", deleted_id="wamid.x")) == (
+        "[o usuário apagou uma mensagem anterior]"
+    )
+    assert describe(message("welcome")) == "[o usuário abriu a conversa pela primeira vez]"
+    flow = message("flow", payload={"response": {"flow_token": "t", "valor": "120", "obs": ""}})
+    assert describe(flow) == "[formulário enviado: valor: 120]"
+
+
+def test_a_long_flow_is_shortened() -> None:
+    response = {f"campo{i}": "x" * 200 for i in range(15)}
+    text = describe(message("flow", payload={"response": response}))
+    assert text.endswith("; e mais 5]")
+    assert "x" * 81 not in text
+
+
+@pytest.mark.parametrize(
+    ("raw_type", "expected"),
+    [
+        ("unsupported.edit", "[mensagem editada (o novo texto não chegou)]"),
+        ("unsupported.poll_creation", "[enquete]"),
+        ("unsupported.poll_update", "[voto em enquete]"),
+        (
+            "unsupported.something_new",
+            "[mensagem de tipo não suportado: unsupported.something_new]",
+        ),
+    ],
+)
+def test_what_cloud_api_reports_only_by_type(raw_type: str, expected: str) -> None:
+    assert describe(message("unsupported", raw_type=raw_type)) == expected
+
+
+@pytest.mark.parametrize(
+    ("kind", "fields", "answerable"),
+    [
+        ("text", {"text": "oi"}, True),
+        ("edit", {"text": "gastei 500", "edit_of": "wamid.x"}, True),
+        ("welcome", {}, True),
+        ("flow", {"payload": {"response": {}}}, True),
+        ("delete", {"deleted_id": "wamid.x"}, False),
+        ("reaction", {"reaction": {"message_id": "x", "emoji": "👍"}}, False),
+        ("unsupported", {}, False),
+        ("media", {"media": (Media(kind="sticker", media_id="1"),)}, False),
+        ("media", {"media": (Media(kind="image", media_id="1"),)}, True),
+    ],
+)
+def test_what_is_answered(kind: str, fields: dict[str, Any], answerable: bool) -> None:
+    assert message(kind, **fields).answerable is answerable

@@ -45,11 +45,20 @@ def parse(payload: dict[str, Any]) -> Any:
 
 
 def reason(payload: dict[str, Any] | bytes) -> str:
+    """Why a body that is not a delivery at all is refused (400)."""
     body = payload if isinstance(payload, bytes) else meta_body(payload)
     with pytest.raises(MalformedPayload) as info:
         parse_meta_payload(body)
     assert info.value.http_status == 400
     return info.value.reason
+
+
+def rejected(payload: dict[str, Any]) -> tuple[str, str]:
+    """The path and reason of the one item of ``payload``, rejected alone."""
+    delivery = parse(payload)
+    assert delivery.messages == delivery.statuses == ()
+    [item] = delivery.rejected
+    return item.path, item.reason
 
 
 # --------------------------------------------------------------------------- signature
@@ -243,10 +252,10 @@ def test_list_reply_keeps_the_description() -> None:
 
 
 def test_unknown_interactive_reply_is_unsupported() -> None:
-    message = meta_message("interactive", {"type": "nfm_reply", "nfm_reply": {"body": "Sent"}})
+    message = meta_message("interactive", {"type": "brand_new_reply", "brand_new_reply": {}})
     [msg] = parse(meta_payload([message])).messages
     assert msg.kind == "unsupported"
-    assert msg.raw_type == "interactive.nfm_reply"
+    assert msg.raw_type == "interactive.brand_new_reply"
     assert not msg.answerable
 
 
@@ -394,7 +403,7 @@ def test_statuses() -> None:
     assert failed.error_message == "Re-engagement message"
 
 
-# --------------------------------------------------------------------------- malformed
+# --------------------------------------------------------------------------- not a delivery (400)
 
 
 def test_not_json() -> None:
@@ -416,54 +425,80 @@ def test_missing_object_and_entry() -> None:
     assert reason(b'{"object": "whatsapp_business_account"}') == "missing field entry"
 
 
+def test_entry_that_is_not_a_list() -> None:
+    assert reason(b'{"object": "whatsapp_business_account", "entry": "nope"}') == (
+        "entry is not a list, got 'nope'"
+    )
+
+
+# --------------------------------------------------------------------------- rejected items
+
+
 def test_missing_sender() -> None:
     payload = meta_text_payload()
+    value = payload["entry"][0]["changes"][0]["value"]
+    del value["messages"][0]["from"], value["contacts"]
+    assert rejected(payload) == (
+        "entry[0].changes[0].value.messages[0]",
+        "missing field from (and no business-scoped user id)",
+    )
+
+
+def test_missing_from_is_taken_from_the_only_contact() -> None:
+    payload = meta_text_payload(from_="+5511988887777")
     del payload["entry"][0]["changes"][0]["value"]["messages"][0]["from"]
-    assert reason(payload) == "missing field entry[0].changes[0].value.messages[0].from"
+    [msg] = parse(payload).messages
+    assert msg.user_number == "+5511988887777"
 
 
-def test_bad_timestamp_names_the_path() -> None:
+def test_bad_timestamp_names_the_path_and_keeps_the_rest() -> None:
     payload = meta_delivery(
         meta_entry(
-            meta_change([meta_text_message()]),
-            meta_change([meta_text_message(), meta_text_message(timestamp="17x")]),
+            meta_change([meta_text_message("1")]),
+            meta_change([meta_text_message("2"), meta_text_message(timestamp="17x")]),
         )
     )
-    assert reason(payload) == (
-        "entry[0].changes[1].value.messages[1].timestamp is not a unix time: '17x'"
+    delivery = parse(payload)
+    assert [m.text for m in delivery.messages] == ["1", "2"]
+    [item] = delivery.rejected
+    assert item.path == "entry[0].changes[1].value.messages[1]"
+    assert item.reason == "timestamp is not a unix time: '17x'"
+    assert (
+        item.provider_message_id == payload["entry"][0]["changes"][1]["value"]["messages"][1]["id"]
     )
 
 
 def test_bad_status_timestamp() -> None:
     payload = meta_payload(statuses=[meta_status(new_wamid(), timestamp="yesterday")])
-    assert reason(payload).startswith(
-        "entry[0].changes[0].value.statuses[0].timestamp is not a unix time"
-    )
+    path, why = rejected(payload)
+    assert path == "entry[0].changes[0].value.statuses[0]"
+    assert why.startswith("timestamp is not a unix time")
 
 
 def test_sender_that_is_not_a_number() -> None:
     payload = meta_payload([meta_text_message(from_="abc")])
-    assert reason(payload) == (
-        "entry[0].changes[0].value.messages[0].from is not a phone number: 'abc'"
+    assert rejected(payload) == (
+        "entry[0].changes[0].value.messages[0]",
+        "from is not a phone number: 'abc'",
     )
 
 
 def test_status_recipient_that_is_not_a_number() -> None:
     payload = meta_payload(statuses=[meta_status(new_wamid(), recipient="x")])
-    assert reason(payload).startswith(
-        "entry[0].changes[0].value.statuses[0].recipient_id is not a phone number"
-    )
+    path, why = rejected(payload)
+    assert path == "entry[0].changes[0].value.statuses[0]"
+    assert why.startswith("recipient_id is not a phone number")
 
 
 def test_missing_metadata() -> None:
     payload = meta_text_payload()
     del payload["entry"][0]["changes"][0]["value"]["metadata"]
-    assert reason(payload) == "missing field entry[0].changes[0].value.metadata"
+    assert rejected(payload) == ("entry[0].changes[0].value", "missing field metadata")
 
 
 def test_missing_change_value() -> None:
     payload = meta_delivery(meta_entry({"field": "messages"}))
-    assert reason(payload) == "missing field entry[0].changes[0].value"
+    assert rejected(payload) == ("entry[0].changes[0].value", "missing field value")
 
 
 @pytest.mark.parametrize(
@@ -479,31 +514,30 @@ def test_missing_change_value() -> None:
         (meta_message("interactive", {"type": "button_reply"}), "interactive.button_reply"),
         (meta_message("button", {"payload": "X"}), "button.text"),
         (meta_message("reaction", {"emoji": "👍"}), "reaction.message_id"),
+        (meta_message("edit", {"message": {}}), "edit.original_message_id"),
+        (meta_message("revoke"), "revoke"),
         (meta_message("text", {"body": "x"}, id=None) | {"id": None}, "id"),
     ],
 )
 def test_missing_type_object_names_the_field(message: dict[str, Any], path: str) -> None:
-    got = reason(meta_payload([message]))
-    prefix = "entry[0].changes[0].value.messages[0]"
-    assert got in (f"missing field {prefix}.{path}",) or got.startswith(f"{prefix}.{path}:")
+    item_path, got = rejected(meta_payload([message]))
+    assert item_path == "entry[0].changes[0].value.messages[0]"
+    assert got in (f"missing field {path}",) or got.startswith(f"{path}:")
 
 
 def test_location_out_of_range() -> None:
-    got = reason(meta_payload([meta_location_message(91.0, 0.0)]))
-    assert got.startswith("entry[0].changes[0].value.messages[0].location.latitude: input should")
+    _, got = rejected(meta_payload([meta_location_message(91.0, 0.0)]))
+    assert got.startswith("location.latitude: input should")
 
 
 def test_wrong_type_names_the_field_and_value() -> None:
     payload = meta_text_payload()
     payload["entry"][0]["changes"][0]["value"]["messages"][0]["text"]["body"] = 42
-    got = reason(payload)
-    assert got == (
-        "entry[0].changes[0].value.messages[0].text.body: input should be a valid string, got 42"
-    )
+    assert rejected(payload)[1] == "text.body: input should be a valid string, got 42"
 
 
 def test_several_problems_are_counted() -> None:
     payload = meta_text_payload()
     message = payload["entry"][0]["changes"][0]["value"]["messages"][0]
-    del message["id"], message["from"]
-    assert reason(payload).endswith("(and 1 more problem)")
+    del message["id"], message["timestamp"]
+    assert rejected(payload)[1].endswith("(and 1 more problem)")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from channels import MalformedPayload, mask_number, to_e164
+from channels import MalformedPayload, is_bsuid, mask_number, redact_digits, to_e164
 
 
 @pytest.mark.parametrize(
@@ -61,3 +61,59 @@ def test_mask_thread_id_keeps_our_number_and_masks_the_couples() -> None:
     masked = mask_thread_id("twilio:+14155238886:+5511999990000")
     assert masked == "twilio:+14155238886:+55119****0000"
     assert mask_thread_id("not-a-thread") == "not-a-thread"
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("BR.1502576394655843", "BR.****5843"),
+        ("US.ENT.11815799212886844830", "US.ENT.****4830"),
+        ("BR.1234567", "BR.****"),
+    ],
+)
+def test_mask_a_business_scoped_user_id(value: str, expected: str) -> None:
+    assert mask_number(value) == expected
+
+
+def test_mask_thread_id_of_a_bsuid_thread() -> None:
+    from channels import mask_thread_id
+
+    masked = mask_thread_id("meta:+15550783881:BR.1502576394655843")
+    assert masked == "meta:+15550783881:BR.****5843"
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("BR.1502576394655843", True),
+        ("US.ENT.11815799212886844830", True),
+        ("+5511999990000", False),
+        ("br.123", False),
+        ("BR.12:34", False),
+        ("BR." + "1" * 129, False),
+        ("", False),
+    ],
+)
+def test_is_bsuid(value: str, expected: bool) -> None:
+    assert is_bsuid(value) is expected
+
+
+def test_errors_never_quote_a_number_whole() -> None:
+    with pytest.raises(MalformedPayload) as info:
+        to_e164("+55 11 99999-00001234", field="From")
+    assert "99999" not in info.value.reason
+    assert info.value.reason == "From is not a phone number: '+55 11 *****-********'"
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("sms:+5511999990000", "sms:+5511*********"),
+        ("abc", "abc"),
+        ("12345", "12345"),
+        ("BR:1502576394655843", "BR:1502************"),
+        ("x" * 100, "x" * 40),
+    ],
+)
+def test_redact_digits(value: str, expected: str) -> None:
+    assert redact_digits(value) == expected

@@ -93,6 +93,15 @@ def test_missing_signature_is_rejected(signature: str | None) -> None:
     assert info.value.provider == "twilio"
 
 
+@pytest.mark.parametrize(
+    "signature",
+    ["short", "\udcc3\udca9" * 14, "é" * 28, "A" * 27 + "!", "QUFB" * 7, "A" * 44],
+)
+def test_implausible_signature_is_rejected_before_computing(signature: str) -> None:
+    with pytest.raises(SignatureError, match="not a base64 HMAC-SHA1"):
+        verify_twilio_signature(TOKEN, URL, twilio_inbound_params(), signature)
+
+
 def test_no_auth_token_never_validates() -> None:
     params = twilio_inbound_params()
     with pytest.raises(SignatureError, match="no Twilio auth token"):
@@ -144,6 +153,15 @@ def test_text_message_fields() -> None:
     assert msg.answerable
     assert msg.timestamp.tzinfo is not None
     assert before <= msg.timestamp <= datetime.now(UTC)
+    assert msg.messaging_service_sid is None
+
+
+def test_the_messaging_service_written_to_is_kept() -> None:
+    service = "MG" + "1" * 32
+    msg = parse_twilio_message(
+        twilio_inbound_params(to="+15550783881", MessagingServiceSid=service)
+    )
+    assert (msg.business_number, msg.messaging_service_sid) == ("+15550783881", service)
 
 
 def test_received_at_stands_for_the_timestamp() -> None:
@@ -179,6 +197,14 @@ def test_media_kind_from_content_type(content_type: str, kind: str) -> None:
     )
     assert msg.media[0].kind == kind
     assert msg.agent_text().startswith("[")
+
+
+def test_a_sticker_is_recorded_not_answered() -> None:
+    params = twilio_inbound_params(body="", media=[("https://x/m", "image/webp")])
+    msg = parse_twilio_message({**params, "MessageType": "sticker"})
+    assert msg.media[0].kind == "sticker"
+    assert not msg.answerable
+    assert msg.agent_text() == "[figurinha recebida]"
 
 
 def test_vcard_is_a_shared_contact() -> None:
@@ -260,7 +286,7 @@ def test_empty_required_field(field: str) -> None:
 def test_non_whatsapp_sender() -> None:
     with pytest.raises(MalformedPayload) as info:
         parse_twilio_message(twilio_inbound_params(from_="sms:+5511999990000"))
-    assert info.value.reason == "From is not a WhatsApp number: 'sms:+5511999990000'"
+    assert info.value.reason == "From is not a WhatsApp number: 'sms:+5511*********'"
 
 
 def test_non_whatsapp_recipient() -> None:
