@@ -32,7 +32,15 @@ from agent import Ledger, LLMClient, OpenAICompatibleLLM, load_profiles
 from agent.cassette import CassetteError, CassetteLLM
 from agent.psychologist import Psychologist, RulesError, load_rules
 from agent.routing import SessionControlConfig, build_session_control
-from channels import MetaSender, OutboxSender, Sender, TwilioSender
+from channels import (
+    MetaSender,
+    MetaWebhook,
+    OutboxSender,
+    Sender,
+    TwilioSender,
+    TwilioWebhook,
+    WebhookAdapter,
+)
 from gateway.conversation.turn import TurnRunner
 from gateway.errors import ConfigError
 from gateway.metrics import MeteredLLM, Metrics
@@ -69,6 +77,7 @@ class Components:
     supervisor: Supervisor | None = None
     worker: TurnWorker | None = None
     senders: dict[str, Sender] = field(default_factory=dict)
+    webhooks: dict[str, WebhookAdapter] = field(default_factory=dict)
 
 
 def dev_twilio_token(data_dir: Path) -> str:
@@ -98,6 +107,7 @@ async def open_store(settings: Settings) -> AsyncIterator[Store]:
             client,
             settings.mel_redis_prefix,
             raw_maxlen=settings.mel_raw_retention_count,
+            raw_refused_max=settings.mel_raw_refused_count,
             dedupe_ttl=settings.mel_dedupe_ttl_seconds,
             history_cap=2 * settings.mel_history_turns,
         )
@@ -122,6 +132,7 @@ async def bootstrap(
         )
         if role in ("serve", "web"):
             c.twilio_token = _twilio_token(settings)
+            c.webhooks = _webhooks(settings, c.twilio_token)
         if role in ("serve", "worker", "psychologist"):
             c.llm = await _open_llm(settings, c.metrics, stack)
         if role in ("serve", "worker"):
@@ -149,6 +160,19 @@ async def bootstrap(
                 )
             c.supervisor = Supervisor([psychologist], grace=settings.mel_shutdown_grace_seconds)
         yield c
+
+
+def _webhooks(s: Settings, twilio_token: str | None) -> dict[str, WebhookAdapter]:
+    """The provider endpoints that are configured, by name (see ``http.webhooks``)."""
+    adapters: dict[str, WebhookAdapter] = {}
+    if twilio_token:
+        adapters["twilio"] = TwilioWebhook(twilio_token, max_body=s.max_body_twilio)
+        adapters["twilio_status"] = TwilioWebhook(
+            twilio_token, status_callback=True, max_body=s.max_body_twilio
+        )
+    if s.meta_app_secret:
+        adapters["meta"] = MetaWebhook(s.meta_app_secret, s.meta_verify_token or "")
+    return adapters
 
 
 def _twilio_token(s: Settings) -> str | None:

@@ -95,6 +95,7 @@ class Settings(BaseSettings):
     mel_shutdown_grace_seconds: Seconds = 10.0
     mel_raw_retention_count: int = Field(100_000, gt=0)
     mel_raw_retention_days: float = Field(30, ge=0)  # 0 = no age limit
+    mel_raw_refused_count: int = Field(10_000, gt=0)  # refused deliveries kept (bodies cut)
 
     # LLM cassettes (replay diffs): record every LLM exchange, or answer from the file
     llm_cassette: Path | None = None
@@ -135,6 +136,10 @@ class Settings(BaseSettings):
         start, end = self.support_hours.split("-")
         local = (now or datetime.now(UTC)).astimezone(SAO_PAULO).strftime("%H:%M")
         return start <= local < end if start <= end else (local >= start or local < end)
+
+    def max_body_for(self, provider: str) -> int:
+        """The largest webhook body taken from ``provider`` (``twilio`` or ``meta``)."""
+        return self.max_body_meta if provider == "meta" else self.max_body_twilio
 
     @property
     def twilio_enabled(self) -> bool:

@@ -1,7 +1,13 @@
-"""Provider webhooks: verify, parse, store durably, then acknowledge.
+"""Provider webhooks: one generic handler — verify, parse, store durably, acknowledge —
+and the raw-delivery recorder.
 
-Thin adapters: aiohttp request → channels' parse functions → ``Store.ingest``. A 2xx is
-returned only after the delivery's messages are in Redis.
+Each endpoint has a ``channels.WebhookAdapter`` (built in the composition root); this
+module turns an aiohttp request into the adapter's plain ``WebhookRequest`` and back. A
+2xx is returned only after the delivery's messages are in Redis. Every delivery is
+recorded for replay: accepted ones whole in ``P:raw``; refused ones (bad signature, too
+large, malformed, a provider not configured) as metadata and the first
+``REFUSED_BODY_BYTES`` of the body, at most ``MEL_RAW_REFUSED_COUNT`` of them, so nobody
+can fill Redis without a signature.
 """
 
 from __future__ import annotations
@@ -9,40 +15,48 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from collections.abc import Sequence
-from urllib.parse import parse_qsl
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import structlog
 from aiohttp import web
-from multidict import MultiDict
 
 from channels import (
+    ChannelError,
     InboundMessage,
-    MalformedPayload,
     ParsedDelivery,
-    SignatureError,
     StatusUpdate,
+    SubscriptionHandshake,
+    WebhookAdapter,
+    WebhookRequest,
+    WebhookResponse,
     mask_thread_id,
-    parse_meta_payload,
-    parse_twilio_message,
-    parse_twilio_status,
-    verify_meta_signature,
-    verify_meta_subscription,
-    verify_twilio_signature,
 )
 from events import MessageStatus
 from gateway.clock import utc_now_iso
 from gateway.conversation.thread import StoredMessage
-from gateway.errors import PayloadTooLarge, ProviderDisabled
+from gateway.errors import GatewayError, PayloadTooLarge, ProviderDisabled
+from gateway.http.errors import status_for
 from gateway.http.keys import COMPONENTS, METRICS, SETTINGS, STORE
 from gateway.store import Ingest, Intake, StoreDown
 
-__all__ = ["routes"]
+__all__ = ["ENDPOINTS", "REFUSED_BODY_BYTES", "read_limited", "routes"]
 
 log = structlog.get_logger("gateway.http.webhooks")
-routes = web.RouteTableDef()
 
-TWIML_EMPTY = '<?xml version="1.0" encoding="UTF-8"?><Response/>'
+REFUSED_BODY_BYTES = 1024
+"""How much of a refused delivery's body is kept (enough to see what it was)."""
+
+ENDPOINTS: Mapping[str, tuple[str, str]] = {
+    "/webhooks/twilio": ("twilio", "Twilio webhook disabled: set TWILIO_AUTH_TOKEN to enable it"),
+    "/webhooks/twilio/status": (
+        "twilio_status",
+        "Twilio webhook disabled: set TWILIO_AUTH_TOKEN to enable it",
+    ),
+    "/webhooks/meta": ("meta", "Meta webhook disabled: set META_APP_SECRET to enable it"),
+}
+"""Path → (adapter name in ``Components.webhooks``, what to say when it is not configured)."""
+
 _KEPT_HEADERS = (
     "content-type",
     "user-agent",
@@ -53,6 +67,11 @@ _KEPT_HEADERS = (
     "x-forwarded-proto",
     "x-forwarded-host",
 )
+
+
+def _text(value: str) -> str:
+    """Header text as it can be stored: bytes that were not UTF-8 become U+FFFD."""
+    return value.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
 
 async def read_limited(request: web.Request, limit: int) -> bytes:
@@ -90,17 +109,19 @@ class Delivery:
         self.body = b""
         self.thread_ids: list[str] = []
         self.message_ids: list[str] = []
+        self.rejected: list[dict[str, Any]] = []
 
-    def record(self, status: int, error: str = "") -> tuple[str, bytes]:
-        """The raw-delivery stream entry: ``meta`` (JSON) and the untouched ``body`` bytes."""
+    def meta(self, status: int, error: str = "") -> dict[str, Any]:
         req = self.request
-        headers = {k.lower(): v for k, v in req.headers.items() if k.lower() in _KEPT_HEADERS}
-        meta = {
+        headers = {
+            k.lower(): _text(v) for k, v in req.headers.items() if k.lower() in _KEPT_HEADERS
+        }
+        meta: dict[str, Any] = {
             "received_at": self.received_at,
             "provider": self.provider,
             "method": req.method,
             "path": req.path,
-            "query": req.query_string,
+            "query": _text(req.query_string),
             "headers": headers,
             "status": status,
             "error": error,
@@ -108,21 +129,95 @@ class Delivery:
             "message_ids": self.message_ids,
             "elapsed_ms": round((time.perf_counter() - self.started) * 1000, 2),
         }
-        return json.dumps(meta, ensure_ascii=False), self.body
+        if self.rejected:
+            meta["rejected"] = self.rejected
+        return meta
+
+    def record(self, status: int, error: str = "") -> tuple[str, bytes]:
+        """The raw-delivery stream entry: ``meta`` (JSON) and the untouched ``body`` bytes."""
+        return json.dumps(self.meta(status, error), ensure_ascii=False), self.body
+
+    def refused_record(self, status: int, error: str) -> tuple[str, bytes]:
+        """A refused delivery's entry: its metadata and the start of its body only."""
+        meta = self.meta(status, error)
+        meta["body_bytes"] = len(self.body)
+        meta["body_truncated"] = len(self.body) > REFUSED_BODY_BYTES
+        return json.dumps(meta, ensure_ascii=False), self.body[:REFUSED_BODY_BYTES]
+
+    def webhook_request(self) -> WebhookRequest:
+        req = self.request
+        return WebhookRequest(
+            url=public_url(req),
+            headers={k.lower(): v for k, v in req.headers.items()},
+            body=self.body,
+            query=dict(req.query),
+            method=req.method,
+        )
+
+
+def _adapter(request: web.Request) -> WebhookAdapter:
+    name, hint = ENDPOINTS[request.path]
+    adapter = request.app[COMPONENTS].webhooks.get(name)
+    if adapter is None:
+        raise ProviderDisabled(hint)
+    return adapter
+
+
+def _response(answer: WebhookResponse) -> web.Response:
+    return web.Response(body=answer.body, status=answer.status, content_type=answer.content_type)
 
 
 async def _refuse(delivery: Delivery, status: int, reason: str) -> web.Response:
-    """Answer an error; keep the raw delivery for replay when Redis is up."""
+    """Answer an error; keep the refused delivery (bounded) when Redis is up."""
     app = delivery.request.app
     app[METRICS].webhooks.labels(delivery.provider, str(status)).inc()
     log.info("webhook.refused", provider=delivery.provider, status=status, reason=reason)
     if status != 503:
         with contextlib.suppress(StoreDown):
-            await app[STORE].ingest.record_raw(delivery.record(status, reason))
+            await app[STORE].ingest.record_refused(delivery.refused_record(status, reason))
     return web.json_response({"error": reason}, status=status)
 
 
-async def _accept(delivery: Delivery, parsed: ParsedDelivery, ok: web.Response) -> web.Response:
+async def handle(request: web.Request) -> web.StreamResponse:
+    """POST: verify, parse, store, acknowledge (the same for every provider)."""
+    adapter = _adapter(request)
+    delivery = Delivery(adapter.provider, request)
+    limit = request.app[SETTINGS].max_body_for(adapter.provider)
+    try:
+        delivery.body = await read_limited(request, limit)
+        webhook_request = delivery.webhook_request()
+        adapter.verify(webhook_request)
+        parsed = adapter.parse(webhook_request)
+    except (ChannelError, GatewayError) as exc:
+        status = _status_of(exc)
+        return await _refuse(delivery, status, _reason(adapter.provider, exc, status))
+    return await _accept(delivery, parsed, _response(adapter.ack()))
+
+
+async def handshake(request: web.Request) -> web.StreamResponse:
+    """GET: the provider's subscription handshake (Meta)."""
+    adapter = _adapter(request)
+    if not isinstance(adapter, SubscriptionHandshake):
+        raise web.HTTPMethodNotAllowed("GET", ["POST"])
+    delivery = Delivery(adapter.provider, request)
+    return _response(adapter.handshake(delivery.webhook_request()))
+
+
+def _status_of(exc: ChannelError | GatewayError) -> int:
+    return status_for(exc) or 400
+
+
+def _reason(provider: str, exc: ChannelError | GatewayError, status: int) -> str:
+    message = str(getattr(exc, "reason", "") or getattr(exc, "message", "") or exc)
+    if status == 400:
+        label = {"twilio": "Twilio", "meta": "Meta"}.get(provider, provider)
+        return f"malformed {label} delivery: {message}"
+    return message
+
+
+async def _accept(
+    delivery: Delivery, parsed: ParsedDelivery, ok: web.Response
+) -> web.StreamResponse:
     app = delivery.request.app
     store = app[STORE]
     messages = [
@@ -130,6 +225,10 @@ async def _accept(delivery: Delivery, parsed: ParsedDelivery, ok: web.Response) 
     ]
     delivery.thread_ids = [m.thread_id for m in parsed.messages]
     delivery.message_ids = [m.provider_message_id for m in parsed.messages]
+    delivery.rejected = [
+        {"path": r.path, "reason": r.reason, "message_id": r.provider_message_id}
+        for r in parsed.rejected
+    ]
     if len(parsed.messages) == 1:
         structlog.contextvars.bind_contextvars(
             thread_id=mask_thread_id(delivery.thread_ids[0]), message_id=delivery.message_ids[0]
@@ -144,7 +243,10 @@ async def _accept(delivery: Delivery, parsed: ParsedDelivery, ok: web.Response) 
         messages=len(messages),
         duplicates=len(dupes),
         statuses=len(parsed.statuses),
+        rejected=len(delivery.rejected),
     )
+    for item in delivery.rejected:
+        log.warning("webhook.item_rejected", provider=delivery.provider, **item)
     return ok
 
 
@@ -173,89 +275,4 @@ def _inbox_json(msg: InboundMessage, delivery: Delivery) -> str:
     return StoredMessage(message=msg, received_at=delivery.received_at).model_dump_json()
 
 
-def _twilio_token(request: web.Request) -> str:
-    token = request.app[COMPONENTS].twilio_token
-    if not token:
-        raise ProviderDisabled("Twilio webhook disabled: set TWILIO_AUTH_TOKEN to enable it")
-    return token
-
-
-async def _twilio(request: web.Request, *, status_callback: bool) -> web.Response:
-    token = _twilio_token(request)
-    delivery = Delivery("twilio", request)
-    limit = request.app[SETTINGS].max_body_twilio
-    try:
-        delivery.body = await read_limited(request, limit)
-    except PayloadTooLarge as exc:
-        return await _refuse(delivery, 413, exc.message)
-    params: MultiDict[str] = MultiDict(
-        parse_qsl(delivery.body.decode("utf-8", "replace"), keep_blank_values=True)
-    )
-    try:
-        verify_twilio_signature(
-            token, public_url(request), params, request.headers.get("X-Twilio-Signature")
-        )
-    except SignatureError as exc:
-        return await _refuse(delivery, 403, str(exc))
-    try:
-        if status_callback:
-            parsed = ParsedDelivery(statuses=(parse_twilio_status(params),))
-        else:
-            parsed = ParsedDelivery(messages=(parse_twilio_message(params),))
-    except MalformedPayload as exc:
-        return await _refuse(delivery, 400, f"malformed Twilio delivery: {exc.reason}")
-    ok = web.Response(text=TWIML_EMPTY, content_type="text/xml")
-    return await _accept(delivery, parsed, ok)
-
-
-@routes.post("/webhooks/twilio")
-async def twilio_inbound(request: web.Request) -> web.Response:
-    return await _twilio(request, status_callback=False)
-
-
-@routes.post("/webhooks/twilio/status")
-async def twilio_status(request: web.Request) -> web.Response:
-    return await _twilio(request, status_callback=True)
-
-
-def _meta_secret(request: web.Request) -> str:
-    secret = request.app[SETTINGS].meta_app_secret
-    if not secret:
-        raise ProviderDisabled("Meta webhook disabled: set META_APP_SECRET to enable it")
-    return secret
-
-
-@routes.get("/webhooks/meta")
-async def meta_verify(request: web.Request) -> web.Response:
-    _meta_secret(request)
-    settings = request.app[SETTINGS]
-    q = request.query
-    try:
-        challenge = verify_meta_subscription(
-            settings.meta_verify_token or "",
-            q.get("hub.mode"),
-            q.get("hub.verify_token"),
-            q.get("hub.challenge"),
-        )
-    except SignatureError as exc:
-        return web.json_response({"error": str(exc)}, status=403)
-    return web.Response(text=challenge, content_type="text/plain")
-
-
-@routes.post("/webhooks/meta")
-async def meta_inbound(request: web.Request) -> web.Response:
-    secret = _meta_secret(request)
-    delivery = Delivery("meta", request)
-    try:
-        delivery.body = await read_limited(request, request.app[SETTINGS].max_body_meta)
-    except PayloadTooLarge as exc:
-        return await _refuse(delivery, 413, exc.message)
-    try:
-        verify_meta_signature(secret, delivery.body, request.headers.get("X-Hub-Signature-256"))
-    except SignatureError as exc:
-        return await _refuse(delivery, 403, str(exc))
-    try:
-        parsed = parse_meta_payload(delivery.body)
-    except MalformedPayload as exc:
-        return await _refuse(delivery, 400, f"malformed Meta delivery: {exc.reason}")
-    return await _accept(delivery, parsed, web.json_response({"status": "ok"}))
+routes = [web.post(path, handle) for path in ENDPOINTS] + [web.get("/webhooks/meta", handshake)]

@@ -58,6 +58,7 @@ class Store:
         *,
         events_maxlen: int = 1_000_000,
         raw_maxlen: int = 100_000,
+        raw_refused_max: int = 10_000,
         dedupe_ttl: int = 8 * 24 * 3600,
         reply_ttl: int = 8 * 24 * 3600,
         history_cap: int = 40,
@@ -83,6 +84,7 @@ class Store:
             dedupe_ttl=dedupe_ttl,
             raw_maxlen=raw_maxlen,
             events_maxlen=events_maxlen,
+            refused_max=raw_refused_max,
         )
         self.ready = ConsumerGroup(redis, self.keys.ready, READY_GROUP, start="0")
 

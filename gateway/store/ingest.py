@@ -55,6 +55,7 @@ class Ingest:
         dedupe_ttl: int,
         raw_maxlen: int,
         events_maxlen: int,
+        refused_max: int = 10_000,
     ) -> None:
         self.redis = redis
         self.keys = keys
@@ -62,6 +63,7 @@ class Ingest:
         self.dedupe_ttl = dedupe_ttl
         self.raw_maxlen = raw_maxlen
         self.events_maxlen = events_maxlen
+        self.refused_max = refused_max
         self._queue: list[_Queued] = []
         self._flusher: asyncio.Task[None] | None = None
 
@@ -147,13 +149,13 @@ class Ingest:
             at += len(intake.messages)
         return out
 
-    async def record_raw(self, raw: tuple[str, bytes], *, maxlen: int | None = None) -> None:
-        """Keep a delivery that was refused (no messages stored)."""
-        await self.redis.xadd(
-            self.keys.raw,
-            {"meta": raw[0], "body": raw[1]},
-            maxlen=maxlen or self.raw_maxlen,
-            approximate=True,
+    async def record_refused(self, raw: tuple[str, bytes]) -> None:
+        """Keep a refused delivery (no messages stored) in the raw stream; at most
+        ``refused_max`` of them stay, the oldest go first, whatever the accepted ones do."""
+        await self.scripts.run(
+            "record_refused",
+            [self.keys.raw, self.keys.raw_refused],
+            [raw[0], raw[1], self.raw_maxlen, self.refused_max],
         )
 
     async def lookup_sent(self, provider_message_ids: Sequence[str]) -> list[tuple[str, ...]]:

@@ -15,6 +15,7 @@ class Keys:
         self.ready = f"{prefix}:ready"  # stream, group "workers": threads with work
         self.events = f"{prefix}:events"  # stream: the event log
         self.raw = f"{prefix}:raw"  # stream: webhook deliveries as received
+        self.raw_refused = f"{prefix}:raw:refused"  # list: ids of refused ones in raw
         self.sessions_open = f"{prefix}:sessions:open"  # zset thread → last activity ms
         self.handoffs_open = f"{prefix}:handoffs:open"  # zset thread → handoff request ms
         self.outbox = f"{prefix}:outbox"  # stream: the local outbox channel's messages

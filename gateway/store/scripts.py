@@ -24,6 +24,7 @@ SCRIPT_NAMES = (
     "mark_sending",
     "publish",
     "record_failure",
+    "record_refused",
     "release",
     "renew",
     "requeue",
