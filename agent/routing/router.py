@@ -189,7 +189,7 @@ class EnterpriseRouter:
         reason: str | None = None
         if answer.intent is not None and intent is None:
             reason = f"unknown intent {answer.intent!r} for {agent.name}"
-        log.info("router.routed", route=agent.name, intent=intent, ms=elapsed)
+        log.info("router.chose", route=agent.name, intent=intent, ms=elapsed)
         return RouteDecision(
             agent.name,
             intent,

@@ -113,3 +113,26 @@ async def test_several_worker_processes_keep_order_and_answer_each_message_once(
     for u in users:
         bodies = [m["Body"] for m in sent if m["To"] == f"whatsapp:{u}"]
         assert bodies == [f"eco: {u} #{i}" for i in range(4)]
+
+
+async def test_a_worker_whose_consumer_dies_exits_non_zero(
+    redis: Any, spawn_worker: Callable[[], subprocess.Popen[bytes]]
+) -> None:
+    # the ready stream's key holds a string: the consumer cannot read it (not an outage)
+    await redis.set("mel:ready", "not a stream")
+    proc = spawn_worker()
+    await _wait(lambda: proc.poll() is not None, timeout=20)
+    assert proc.returncode == 1
+
+
+async def test_sigterm_drains_and_exits_zero(
+    redis: Any, spawn_worker: Callable[[], subprocess.Popen[bytes]]
+) -> None:
+    proc = spawn_worker()
+    for _ in range(100):  # up and consuming: its group exists
+        if await redis.exists("mel:ready"):
+            break
+        await asyncio.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)
+    await _wait(lambda: proc.poll() is not None, timeout=20)
+    assert proc.returncode == 0
