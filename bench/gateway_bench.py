@@ -343,12 +343,14 @@ async def bench_round_trips(redis_url: str, data: Path, turns: int = 200) -> dic
                     async with session.post(hook, data=p, headers=headers) as r:
                         await r.read()
         await runner.cleanup()
-        from gateway.bootstrap import Components
-        from gateway.workers.turns import Worker
+        from gateway.bootstrap import bootstrap
 
-        settings = _settings(redis_url, data, llm, twilio)
-        async with Components(settings) as c:
-            worker = Worker(c.store, c.runner, c.senders, concurrency=1)
+        settings = _settings(redis_url, data, llm, twilio).model_copy(
+            update={"mel_worker_concurrency": 1}
+        )
+        async with bootstrap(settings, "worker") as c:
+            worker = c.worker
+            assert worker is not None
             with RoundTrips() as work:
                 task = asyncio.create_task(worker.run())
                 while len(twilio.messages) < turns:

@@ -24,7 +24,7 @@ from gateway.store.events import EventLog, envelope
 from gateway.store.ingest import Ingest, Intake
 from gateway.store.keys import Keys
 from gateway.store.scripts import Scripts
-from gateway.store.streams import ConsumerGroup, Entry
+from gateway.store.streams import ConsumerGroup, Entry, NoGroup
 from gateway.store.threads import READY_GROUP, LoadedThread, ThreadStore
 
 __all__ = [
@@ -38,6 +38,7 @@ __all__ = [
     "Keys",
     "LeaseLost",
     "LoadedThread",
+    "NoGroup",
     "Store",
     "StoreDown",
     "StoreError",

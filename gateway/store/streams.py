@@ -12,12 +12,20 @@ import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
 from gateway.store._codec import as_str
-from gateway.store.errors import translates_redis_errors
+from gateway.store.errors import StoreError, translates_redis_errors
 
-__all__ = ["ConsumerGroup", "Entry"]
+__all__ = ["ConsumerGroup", "Entry", "NoGroup"]
 
 Entry = tuple[str, Mapping[bytes, bytes]]
 """A stream entry: its id and its fields (empty when it was trimmed away)."""
+
+
+class NoGroup(StoreError):
+    """The group (or its stream) is gone, e.g. after a FLUSHALL: create it again."""
+
+
+def _no_group(exc: ResponseError) -> bool:
+    return "NOGROUP" in str(exc)
 
 
 @translates_redis_errors
@@ -51,22 +59,38 @@ class ConsumerGroup:
 
     async def read(self, consumer: str, count: int, block_ms: int) -> list[Entry]:
         """New entries for ``consumer`` (blocks up to ``block_ms``)."""
-        res: Any = await self.redis.xreadgroup(
-            self.group, consumer, {self.stream: ">"}, count=count, block=block_ms
-        )
+        try:
+            res: Any = await self.redis.xreadgroup(
+                self.group, consumer, {self.stream: ">"}, count=count, block=block_ms
+            )
+        except ResponseError as exc:
+            if _no_group(exc):
+                raise NoGroup(str(exc)) from None
+            raise
         return [(as_str(eid), fields) for _stream, batch in res or [] for eid, fields in batch]
 
     async def claim_idle(self, consumer: str, min_idle_ms: int, count: int) -> list[Entry]:
         """Entries another (dead) consumer left pending for ``min_idle_ms``, now ours."""
-        res: Any = await self.redis.xautoclaim(
-            self.stream, self.group, consumer, min_idle_ms, "0-0", count=count
-        )
+        try:
+            res: Any = await self.redis.xautoclaim(
+                self.stream, self.group, consumer, min_idle_ms, "0-0", count=count
+            )
+        except ResponseError as exc:
+            if _no_group(exc):
+                raise NoGroup(str(exc)) from None
+            raise
         return [(as_str(eid), fields or {}) for eid, fields in (res[1] if res else [])]
 
     async def touch(self, consumer: str, ids: Sequence[str]) -> None:
         """Reset the idle time of entries we are still working on, so nobody claims them."""
-        if ids:
+        if not ids:
+            return
+        try:
             await self.redis.xclaim(self.stream, self.group, consumer, 0, list(ids), justid=True)
+        except ResponseError as exc:
+            if _no_group(exc):
+                raise NoGroup(str(exc)) from None
+            raise
 
     async def ack(self, *ids: str) -> None:
         if ids:

@@ -2,11 +2,14 @@
 tasks, claiming what dead consumers left, keeping its own entries fresh, stopping and a
 bounded drain. A subclass says which entries it wants and how to handle one.
 
-The loop: every ``claim_idle / 3`` seconds it takes over entries another consumer left
-pending for ``claim_idle`` seconds (``XAUTOCLAIM``) and resets the idle time of the ones
-it is still working on (so a live consumer's work is never taken); in between it reads
-new entries, as many as it has free slots. Redis outages are waited out; any other error
-ends ``run`` with it, so the process can exit rather than sit idle.
+At most ``concurrency`` entries are handled at once; up to ``prefetch`` are read ahead
+(in order: a consumer that wants few of the stream's entries, or handles them one at a
+time, still reads in large batches). The loop: every ``claim_idle / 3`` seconds it takes
+over entries another consumer left pending for ``claim_idle`` seconds (``XAUTOCLAIM``)
+and resets the idle time of the ones it is still working on (so a live consumer's work is
+never taken); in between it reads new entries, as many as it has room for. Redis outages
+are waited out; any other error ends ``run`` with it, so the process can exit rather than
+sit idle.
 
 Acknowledging is the subclass's: an entry is acknowledged when its work is done (the turn
 worker does it inside its last Lua script). Entries it does not want are acknowledged in
@@ -26,7 +29,7 @@ from collections.abc import Mapping, Sequence
 
 import structlog
 
-from gateway.store import ConsumerGroup, Entry, StoreDown
+from gateway.store import ConsumerGroup, Entry, NoGroup, StoreDown
 
 __all__ = ["StreamConsumer", "consumer_name"]
 
@@ -48,15 +51,18 @@ class StreamConsumer(ABC):
         *,
         concurrency: int,
         claim_idle: float,
+        prefetch: int | None = None,
         read_block_ms: int = 1000,
         consumer: str | None = None,
     ) -> None:
         self.group = group
         self.concurrency = concurrency
+        self.prefetch = max(prefetch or concurrency, concurrency)
         self.claim_idle_ms = int(claim_idle * 1000)
         self.read_block_ms = read_block_ms
         self.consumer = consumer or consumer_name()
         self._tasks: dict[asyncio.Task[None], str] = {}
+        self._running = asyncio.Semaphore(concurrency)
         self._stopping = asyncio.Event()
         self.ready = asyncio.Event()
         """Set once the group exists (entries added from now on will be read)."""
@@ -80,6 +86,9 @@ class StreamConsumer(ABC):
         """Whether ``drain`` must let this task finish rather than cancel it."""
         return False
 
+    async def housekeeping(self) -> None:  # noqa: B027 - an optional hook
+        """Runs with each claim pass (every ``claim_idle / 3`` s), e.g. trimming."""
+
     # --- lifecycle ---------------------------------------------------------------------
 
     @property
@@ -94,18 +103,25 @@ class StreamConsumer(ABC):
         """Consume until ``stop()``. Survives Redis outages; raises anything else."""
         self.running = True
         last_claim = 0.0
+        ensured = False
         log.info("consumer.start", consumer=self.name, id=self.consumer)
         try:
             while not self._stopping.is_set():
                 try:
-                    await self.group.ensure()
-                    self.ready.set()
+                    if not ensured:
+                        await self.group.ensure()
+                        ensured = True
+                        self.ready.set()
                     if time.monotonic() - last_claim > self.claim_idle_ms / 3000:
                         last_claim = time.monotonic()
                         await self.group.touch(self.consumer, list(self._tasks.values()))
                         await self._claim_abandoned()
+                        await self.housekeeping()
                     await self._read_new()
+                except NoGroup:
+                    ensured = False  # the stream was deleted (FLUSHALL, a new Redis)
                 except StoreDown as exc:
+                    ensured = False
                     log.warning("consumer.redis_unavailable", consumer=self.name, error=str(exc))
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(self._stopping.wait(), 1.0)
@@ -159,9 +175,9 @@ class StreamConsumer(ABC):
     # --- reading -----------------------------------------------------------------------
 
     async def _free(self) -> int:
-        while self.concurrency - len(self._tasks) <= 0 and not self._stopping.is_set():
+        while self.prefetch - len(self._tasks) <= 0 and not self._stopping.is_set():
             await asyncio.wait(set(self._tasks), return_when=asyncio.FIRST_COMPLETED)
-        return max(0, self.concurrency - len(self._tasks))
+        return max(0, self.prefetch - len(self._tasks))
 
     async def _read_new(self) -> None:
         free = await self._free()
@@ -169,7 +185,7 @@ class StreamConsumer(ABC):
             await self._dispatch(await self.group.read(self.consumer, free, self.read_block_ms))
 
     async def _claim_abandoned(self) -> None:
-        free = max(1, self.concurrency - len(self._tasks))
+        free = max(1, self.prefetch - len(self._tasks))
         claimed = await self.group.claim_idle(self.consumer, self.claim_idle_ms, free)
         mine = set(self._tasks.values())
         fresh = [(eid, f) for eid, f in claimed if eid not in mine]
@@ -199,7 +215,8 @@ class StreamConsumer(ABC):
     async def _guarded(self, entry_id: str, fields: Mapping[bytes, bytes]) -> None:
         structlog.contextvars.bind_contextvars(entry_id=entry_id)
         try:
-            await self.handle(entry_id, fields)
+            async with self._running:
+                await self.handle(entry_id, fields)
         except StoreDown as exc:
             log.warning("consumer.redis_unavailable", consumer=self.name, error=str(exc))
         except asyncio.CancelledError:

@@ -123,6 +123,10 @@ class _SessionLock:
     users: int = 0
 
 
+PREFETCH = 100
+"""Events read per ``XREADGROUP``: most are not ours (acknowledged at once)."""
+
+
 class PsychologistWorker(StreamConsumer):
     """Consumes close events and reanalysis requests; runs one analysis per session."""
 
@@ -143,7 +147,11 @@ class PsychologistWorker(StreamConsumer):
     ) -> None:
         db = PsychologistStore(store)
         super().__init__(
-            db.group, concurrency=concurrency, claim_idle=claim_idle, consumer=consumer
+            db.group,
+            concurrency=concurrency,
+            prefetch=PREFETCH,
+            claim_idle=claim_idle,
+            consumer=consumer,
         )
         self.store = store
         self.db = db

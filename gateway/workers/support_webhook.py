@@ -64,7 +64,10 @@ class SupportWebhook(StreamConsumer):
     ) -> None:
         # "$": events from the moment the webhook is first configured, not the history
         group = store.group(store.keys.events, GROUP, start="$")
-        super().__init__(group, concurrency=1, claim_idle=claim_idle, consumer=consumer)
+        # one delivery at a time, in stream order; read ahead: most events are not ours
+        super().__init__(
+            group, concurrency=1, prefetch=100, claim_idle=claim_idle, consumer=consumer
+        )
         self.store = store
         self.url = url
         self.secret = secret

@@ -89,6 +89,10 @@ class TurnWorker(StreamConsumer):
         finally:
             self._active.discard(thread_id)
 
+    async def housekeeping(self) -> None:
+        """Drop acknowledged entries from the ready stream (it only grows otherwise)."""
+        await self.group.trim_acknowledged()
+
     async def drain(self, grace: float) -> tuple[int, int]:
         counts = await super().drain(grace)
         for task in self._courtesy:
