@@ -49,6 +49,7 @@ from channels.models import (
     SendResult,
     StatusUpdate,
     make_thread_id,
+    thread_matcher,
 )
 from channels.numbers import is_bsuid, mask_number, mask_thread_id, redact_digits, to_e164
 from channels.outbox import (
@@ -133,6 +134,7 @@ __all__ = [
     "redact_digits",
     "split_message",
     "text_length",
+    "thread_matcher",
     "to_e164",
     "verify_meta_signature",
     "verify_meta_subscription",

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from channels.errors import MalformedPayload
+from channels.numbers import is_bsuid, to_e164
 
 __all__ = [
     "ChannelName",
@@ -18,6 +22,7 @@ __all__ = [
     "SendResult",
     "StatusUpdate",
     "make_thread_id",
+    "thread_matcher",
 ]
 
 ChannelName = Literal["twilio", "meta"]
@@ -44,6 +49,35 @@ def make_thread_id(channel: str, business_number: str, user_number: str) -> str:
     """``"{channel}:{business_number}:{user_number}"``: the business number in E.164, the
     user's key as ``InboundMessage.user_number`` (E.164, or Meta's BSUID)."""
     return f"{channel}:{business_number}:{user_number}"
+
+
+def thread_matcher(value: str) -> Callable[[str], bool]:
+    """What a person means by a thread, as a test on thread ids.
+
+    A whole thread id matches that thread — also when a query string turned its ``+``
+    into a space, or the numbers came without ``+``; a phone number (any usual spelling)
+    or a business-scoped user id matches every thread of that user; anything else
+    matches the thread ids that contain it.
+    """
+
+    def key(part: str) -> str:
+        part = part.strip()
+        if is_bsuid(part):
+            return part
+        try:
+            return to_e164(part)
+        except MalformedPayload:
+            return part
+
+    text = value.strip()
+    if text.count(":") >= 2:
+        channel, business, user = text.split(":", 2)
+        wanted = make_thread_id(channel.strip(), key(business), key(user))
+        return lambda thread_id: thread_id == wanted
+    user = key(text)
+    if user != text or user.startswith("+") or is_bsuid(user):
+        return lambda thread_id: thread_id.rsplit(":", 1)[-1] == user
+    return lambda thread_id: text in thread_id
 
 
 class Media(BaseModel):

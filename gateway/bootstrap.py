@@ -90,6 +90,16 @@ def dev_twilio_token(data_dir: Path) -> str:
     return path.read_text().strip()
 
 
+REDIS_POOL_WAIT_SECONDS = 10.0
+"""How long a Redis call waits for a free pooled connection before it counts as down."""
+
+
+def redis_pool_size(settings: Settings) -> int:
+    """Every turn in flight may hold two connections (its step and its lease renewal);
+    the consumers' blocking reads, the periodic jobs and the web handlers need the rest."""
+    return 2 * settings.mel_worker_concurrency + 32
+
+
 @contextlib.asynccontextmanager
 async def open_store(settings: Settings) -> AsyncIterator[Store]:
     """Redis and the Store alone: ``REDIS_URL``, else the embedded server under
@@ -101,17 +111,26 @@ async def open_store(settings: Settings) -> AsyncIterator[Store]:
         embedded = EmbeddedRedis(settings.mel_data_dir)
         url = await asyncio.to_thread(embedded.start)
         log.info("redis.embedded", data_dir=str(settings.mel_data_dir))
-    client: aioredis.Redis = aioredis.from_url(url, socket_timeout=5, socket_connect_timeout=2)
+    pool = aioredis.BlockingConnectionPool.from_url(
+        url,
+        max_connections=redis_pool_size(settings),
+        timeout=REDIS_POOL_WAIT_SECONDS,
+        socket_timeout=5,
+        socket_connect_timeout=2,
+    )
+    client = aioredis.Redis(connection_pool=pool)
+    store = Store(
+        client,
+        settings.mel_redis_prefix,
+        raw_maxlen=settings.mel_raw_retention_count,
+        raw_refused_max=settings.mel_raw_refused_count,
+        dedupe_ttl=settings.mel_dedupe_ttl_seconds,
+        history_cap=2 * settings.mel_history_turns,
+    )
     try:
-        yield Store(
-            client,
-            settings.mel_redis_prefix,
-            raw_maxlen=settings.mel_raw_retention_count,
-            raw_refused_max=settings.mel_raw_refused_count,
-            dedupe_ttl=settings.mel_dedupe_ttl_seconds,
-            history_cap=2 * settings.mel_history_turns,
-        )
+        yield store
     finally:
+        await store.close_own_pools()
         await client.aclose()
         if embedded is not None:
             await asyncio.to_thread(embedded.stop)

@@ -77,6 +77,7 @@ class Settings(BaseSettings):
     # Support
     support_token: str | None = None
     support_hours: str | None = Field(None, pattern=r"^\d{2}:\d{2}-\d{2}:\d{2}$")
+    mel_feed_max_streams: int = Field(2000, gt=0)  # open /support/events streams, per process
     support_webhook_url: str | None = None
     support_webhook_secret: str | None = None
     support_webhook_backoff_seconds: Seconds = 1.0

@@ -9,6 +9,7 @@ from aiohttp import web
 
 from gateway.bootstrap import Role, bootstrap
 from gateway.http.errors import context_and_errors
+from gateway.http.feed import FEED, FeedHub
 from gateway.http.keys import COMPONENTS, METRICS, SETTINGS, STORE
 from gateway.http.support import create_support_app
 from gateway.http.webhooks import routes as webhook_routes
@@ -63,6 +64,7 @@ def create_app(settings: Settings, *, run_worker: bool = True) -> web.Applicatio
         async with bootstrap(settings, role, metrics=app[METRICS]) as c:
             app[COMPONENTS] = c
             app[STORE] = c.store
+            app[FEED] = FeedHub(c.store.own_event_log(), max_streams=settings.mel_feed_max_streams)
             if c.supervisor is not None:
                 c.supervisor.start()
             try:
@@ -71,7 +73,13 @@ def create_app(settings: Settings, *, run_worker: bool = True) -> web.Applicatio
                 if c.supervisor is not None:
                     await c.supervisor.stop()
 
+    async def end_feeds(app: web.Application) -> None:
+        """Open event streams end at once: shutdown does not wait for viewers."""
+        if FEED in app:
+            await app[FEED].close()
+
     app.cleanup_ctx.append(components)
+    app.on_shutdown.append(end_feeds)
     app.router.add_routes(webhook_routes)
     app.add_subapp("/support/", create_support_app())
     app.router.add_get("/healthz", healthz)

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from channels import MalformedPayload, to_e164
+from channels import thread_matcher
 from gateway.replay.records import RawDelivery
 
 __all__ = ["Filters", "StatusFilter", "parse_speed", "parse_status", "parse_when"]
@@ -105,13 +105,8 @@ def parse_status(value: str) -> StatusFilter:
 
 def _thread_matcher(value: str) -> Callable[[Sequence[str]], bool]:
     """A thread id matches itself; a phone number matches the threads of that user."""
-    if value.count(":") >= 2:
-        return lambda threads: value in threads
-    try:
-        number = to_e164(value, field="--thread")
-    except MalformedPayload:
-        return lambda threads: any(value in t for t in threads)
-    return lambda threads: any(t.rsplit(":", 1)[-1] == number for t in threads)
+    match = thread_matcher(value)
+    return lambda threads: any(match(t) for t in threads)
 
 
 @dataclass(frozen=True)

@@ -88,6 +88,27 @@ class Store:
             refused_max=raw_refused_max,
         )
         self.ready = ConsumerGroup(redis, self.keys.ready, READY_GROUP, start="0")
+        self._own: list[aioredis.Redis] = []
+
+    def own_event_log(self, max_connections: int = 4) -> EventLog:
+        """The event log on a pool of its own (same server, ``max_connections`` at most,
+        waiting for a free one): for readers that block, so they never take connections
+        from the webhooks and the turns. ``close_own_pools`` closes it."""
+        main = self.redis.connection_pool
+        pool = aioredis.BlockingConnectionPool(
+            connection_class=main.connection_class,
+            max_connections=max_connections,
+            timeout=30,
+            **main.connection_kwargs,
+        )
+        client = aioredis.Redis(connection_pool=pool)
+        self._own.append(client)
+        return EventLog(client, self.keys, Scripts(client), self.events.maxlen)
+
+    async def close_own_pools(self) -> None:
+        for client in self._own:
+            await client.aclose()
+        self._own.clear()
 
     def group(self, stream: str, name: str, start: str = "0") -> ConsumerGroup:
         return ConsumerGroup(self.redis, stream, name, start)
