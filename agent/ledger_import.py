@@ -38,7 +38,7 @@ _BATCH = 500
 
 @dataclass(frozen=True)
 class ImportLineError:
-    """A CSV line that was not imported, and why (PT-BR)."""
+    """A CSV line that was not imported, and why."""
 
     line: int
     message: str
@@ -60,8 +60,8 @@ class ImportReport:
 
     def summary(self) -> str:
         return (
-            f"{self.rows} linhas: {self.imported} importadas, {self.duplicates} já existentes, "
-            f"{len(self.errors)} com erro"
+            f"{self.rows} rows: {self.imported} imported, {self.duplicates} already there, "
+            f"{len(self.errors)} with errors"
         )
 
 
@@ -81,7 +81,41 @@ def _parse_date(text: str) -> date:
             return datetime.strptime(value, "%d/%m/%Y").date()
         return date.fromisoformat(value)
     except ValueError:
-        raise ValueError(f"data inválida {text!r}: use AAAA-MM-DD ou DD/MM/AAAA") from None
+        raise ValueError(f"bad date {text!r}: use YYYY-MM-DD or DD/MM/YYYY") from None
+
+
+# The money and category checks explain themselves to the model in PT-BR; an operator
+# importing a file reads English (the first matching phrase picks the explanation).
+_AMOUNT_PROBLEMS = (
+    ("negativo", "negative"),
+    ("casas decimais", "more than 2 decimal places"),
+    ("maior que zero", "not more than zero"),
+    ("alto demais", "too large for a household expense"),
+)
+_CATEGORY_PROBLEMS = (("vazia", "empty"), ("longa demais", "too long"))
+
+
+def _explained(problems: tuple[tuple[str, str], ...], reason: str, default: str) -> str:
+    return next((english for pt, english in problems if pt in reason), default)
+
+
+def _amount(text: str) -> int:
+    try:
+        return parse_money(text)
+    except ValueError as exc:
+        why = _explained(
+            _AMOUNT_PROBLEMS, str(exc), 'not an amount in reais, e.g. 45.90 or "45,90"'
+        )
+        raise ValueError(f"bad amount {text!r}: {why}") from None
+
+
+def _category(text: str) -> str:
+    try:
+        return normalise_category(text)
+    except ValueError as exc:
+        raise ValueError(
+            f"bad category {text!r}: {_explained(_CATEGORY_PROBLEMS, str(exc), 'invalid')}"
+        ) from None
 
 
 def _fingerprint(expense: NewExpense, occurrence: int) -> str:
@@ -111,7 +145,7 @@ def parse_expenses_csv(text: str) -> tuple[list[ImportRow], list[ImportLineError
     missing = [column for column in REQUIRED_COLUMNS if column not in header]
     if missing:
         raise LedgerError(
-            f"cabeçalho do CSV sem a(s) coluna(s) {', '.join(missing)}; esperado: "
+            f"the CSV header lacks the column(s) {', '.join(missing)}; expected: "
             "date,amount,category,description,paid_by"
         )
     reader.fieldnames = header
@@ -125,18 +159,18 @@ def parse_expenses_csv(text: str) -> tuple[list[ImportRow], list[ImportLineError
         try:
             if record.get("__extra__"):
                 raise ValueError(
-                    'colunas a mais (valor com vírgula precisa estar entre aspas, ex. "45,90")'
+                    'too many columns (an amount with a comma must be quoted, e.g. "45,90")'
                 )
             if any(record.get(column) is None for column in REQUIRED_COLUMNS):
-                raise ValueError("colunas faltando")
+                raise ValueError("missing columns")
             description = (record.get("description") or "").strip()
             paid_by = (record.get("paid_by") or "").strip() or None
             if len(description) > 200:
-                raise ValueError("descrição longa demais (máximo 200 caracteres)")
+                raise ValueError("description too long (200 characters at most)")
             expense = NewExpense(
                 day=_parse_date(record["date"]),
-                amount_cents=parse_money(record["amount"]),
-                category=normalise_category(record["category"]),
+                amount_cents=_amount(record["amount"]),
+                category=_category(record["category"]),
                 description=description,
                 paid_by=paid_by,
             )
@@ -159,7 +193,7 @@ async def import_csv(
     try:
         text = await asyncio.to_thread(Path(path).read_text, "utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
-        raise LedgerError(f"não consegui ler {path}: {exc}") from None
+        raise LedgerError(f"cannot read {path}: {exc}") from None
     rows, errors, count = parse_expenses_csv(text)
     imported = duplicates = 0
     for start in range(0, len(rows), _BATCH):

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,8 +28,9 @@ from typing import Literal
 
 import redis.asyncio as aioredis
 import structlog
+from dotenv import dotenv_values
 
-from agent import Ledger, LLMClient, OpenAICompatibleLLM, load_profiles
+from agent import Ledger, LLMClient, LLMProfiles, OpenAICompatibleLLM, load_profiles
 from agent.cassette import CassetteError, CassetteLLM
 from agent.psychologist import Psychologist, RulesError, load_rules
 from agent.routing import SessionControlConfig, build_session_control
@@ -204,11 +206,65 @@ def _twilio_token(s: Settings) -> str | None:
     return None
 
 
+def _environment() -> dict[str, str]:
+    """The variables profiles read their keys from (``api_key_env``): the process
+    environment over the ``.env`` file, as for the settings themselves."""
+    return {**{k: v for k, v in dotenv_values(".env").items() if v is not None}, **os.environ}
+
+
+def stickiness_enabled(s: Settings, llm: LLMClient | None) -> bool:
+    """``ENABLE_ROUTE_STICKINESS``, or when unset: on whenever an LLM is configured (the
+    spec's example configuration), so END_SESSION and handoffs need no extra setting."""
+    return s.enable_route_stickiness if s.enable_route_stickiness is not None else llm is not None
+
+
+def _check_profiles(s: Settings, profiles: LLMProfiles, environ: Mapping[str, str]) -> None:
+    """Refuse to start on what would only fail later, turn after turn."""
+    used = ["agent", "router", "psychologist", "psychologist_light"]
+    if s.enable_route_stickiness is not False:
+        if s.route_stickiness_llm_profile not in profiles:
+            known = ", ".join(profiles.names)
+            raise ConfigError(
+                f"ROUTE_STICKINESS_LLM_PROFILE: no profile {s.route_stickiness_llm_profile!r} "
+                f"in {profiles.source} (profiles: {known})"
+            )
+        used.append(s.route_stickiness_llm_profile)
+    for name in used:
+        if name not in profiles:
+            continue
+        variable = profiles.get(name).api_key_env
+        if variable and not environ.get(variable, "").strip():
+            raise ConfigError(
+                f"profile {name!r} ({profiles.source}) takes its API key from {variable}, "
+                "which is not set (in the environment or .env)"
+            )
+    unpriced = [
+        name
+        for name in ("psychologist", "psychologist_light")
+        if name in profiles
+        and not (
+            profiles.get(name).price_input_per_mtok or profiles.get(name).price_output_per_mtok
+        )
+    ]
+    if s.psychologist_enabled and unpriced:
+        log.warning(
+            "psychologist.budget_unenforced",
+            profiles=unpriced,
+            hint="no prices: the per-analysis budget cannot be measured; "
+            "set price_input_per_mtok / price_output_per_mtok",
+        )
+
+
 async def _open_llm(s: Settings, metrics: Metrics, stack: AsyncExitStack) -> LLMClient | None:
     profiles = load_profiles(s.llm_profiles_path)
-    llm = OpenAICompatibleLLM(profiles, base_url=s.llm_base_url, api_key=s.llm_api_key)
+    environ = _environment()
+    llm = OpenAICompatibleLLM(
+        profiles, base_url=s.llm_base_url, api_key=s.llm_api_key, environ=environ
+    )
     stack.push_async_callback(llm.aclose)
     configured = llm.is_configured("agent")
+    if configured or s.llm_cassette:
+        _check_profiles(s, profiles, environ)
     if s.llm_cassette and s.llm_cassette_mode:
         inner = llm if configured or s.llm_cassette_mode == "record" else None
         try:
@@ -219,6 +275,11 @@ async def _open_llm(s: Settings, metrics: Metrics, stack: AsyncExitStack) -> LLM
         return MeteredLLM(cassette, metrics)
     if configured:
         return MeteredLLM(llm, metrics)
+    if s.enable_route_stickiness:
+        log.warning(
+            "stickiness.without_llm",
+            hint="ENABLE_ROUTE_STICKINESS=true needs an LLM (LLM_BASE_URL); it stays off",
+        )
     log.warning(
         "llm.not_configured",
         hint="set LLM_BASE_URL (and LLM_API_KEY) to an OpenAI-compatible endpoint; "
@@ -262,7 +323,7 @@ def _turn_worker(c: Components) -> TurnWorker:
         c.llm,
         c.ledger,
         SessionControlConfig(
-            enabled=s.enable_route_stickiness,
+            enabled=stickiness_enabled(s, c.llm),
             profile=s.route_stickiness_llm_profile,
             threshold=s.route_stickiness_confidence_threshold,
             history_turns=s.route_stickiness_history_turns,

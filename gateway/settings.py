@@ -57,7 +57,7 @@ class Settings(BaseSettings):
     llm_profiles_path: Path | None = None
 
     # Session control (names from the route-stickiness spec)
-    enable_route_stickiness: bool = False
+    enable_route_stickiness: bool | None = None  # unset: on when an LLM is configured
     route_stickiness_llm_profile: str = "route_continuity"
     route_stickiness_confidence_threshold: float = Field(0.90, ge=0, le=1)
     route_stickiness_history_turns: int = Field(2, ge=0, le=50)
@@ -114,6 +114,26 @@ class Settings(BaseSettings):
         if not value.startswith(("http://", "https://")):
             raise ValueError("must start with http:// or https://")
         return value.rstrip("/")
+
+    @field_validator("support_hours")
+    @classmethod
+    def _hours(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        for clock in value.split("-"):
+            hours, minutes = (int(part) for part in clock.split(":"))
+            if not (hours < 24 and minutes < 60) and clock != "24:00":
+                raise ValueError(f"{clock} is not a time of day (HH:MM, 00:00 to 24:00)")
+        if value[:5] == value[6:]:
+            raise ValueError("the start and the end are the same time")
+        return value
+
+    @field_validator("redis_url")
+    @classmethod
+    def _redis_url(cls, value: str | None) -> str | None:
+        if value and not value.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError("must start with redis://, rediss:// or unix://")
+        return value or None
 
     @field_validator("psychologist_rules_path", mode="before")
     @classmethod

@@ -12,7 +12,8 @@ There are no regexes, phrase lists or language rules about the user's text here.
 keeps only the spec's technical rules, and is fail-safe: it never forces continuity when
 in doubt.
 
-* a decision is accepted only with ``confidence >= threshold``; below it → ``ROUTE``;
+* a decision is accepted only with a confidence above the threshold ("somente decisões
+  acima do threshold"): ``confidence > threshold``; at or below it → ``ROUTE``;
 * a timeout, an LLM error, any other failure, a body that is not JSON or not the schema
   → ``ROUTE`` (the enterprise router runs);
 * ``CONTINUE`` without an active agent → ``ROUTE``;
@@ -204,8 +205,8 @@ class ContinuityClassifier:
         threshold = self.config.threshold
         reason: str | None = None
         decision: Decision = answer.decision
-        if answer.confidence < threshold:
-            reason = f"confidence {answer.confidence:g} below threshold {threshold:g}"
+        if answer.confidence <= threshold:
+            reason = f"confidence {answer.confidence:g} not above threshold {threshold:g}"
             decision = ROUTE
         elif decision == CONTINUE and active_agent is None:
             reason = "CONTINUE without an active agent"

@@ -15,6 +15,7 @@ import contextlib
 import sys
 import uuid
 from collections.abc import AsyncIterator
+from typing import Any
 
 import aiohttp
 from aiohttp import web
@@ -24,9 +25,20 @@ from gateway.bootstrap import dev_twilio_token, open_store
 from gateway.settings import Settings
 from gateway.store import Store
 
-__all__ = ["run_chat"]
+__all__ = ["register", "run_chat"]
 
 BUSINESS = "+14155238886"
+
+
+def register(sub: Any) -> None:
+    chat = sub.add_parser(
+        "chat", help="talk to mel as a WhatsApp user, through the running gateway's webhook"
+    )
+    chat.add_argument("--url", help="gateway URL (default: http://HOST:PORT)")
+    chat.add_argument("--user", default="+5511999990000", help="your (fake) WhatsApp number")
+    chat.add_argument("--name", default="Você", help="your WhatsApp profile name")
+    chat.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for a reply")
+    chat.set_defaults(run=lambda settings, args: asyncio.run(run_chat(settings, args)))
 
 
 async def _gateway_up(session: aiohttp.ClientSession, url: str) -> bool:

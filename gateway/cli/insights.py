@@ -22,9 +22,33 @@ from gateway.http.insights import group_by_agent
 from gateway.settings import Settings
 from gateway.store.psychologist import PsychologistStore
 
-__all__ = ["format_insights", "run_insights"]
+__all__ = ["format_insights", "register", "run_insights"]
 
 _WIDTH = 96
+
+
+def register(sub: Any) -> None:
+    insights = sub.add_parser(
+        "insights", help="the psychologist's hypotheses, grouped by agent (and actions on them)"
+    )
+    insights.add_argument("--json", action="store_true", help="one JSON document")
+    insights.add_argument("--status", help="only these: proposed,accepted,dismissed")
+    insights.add_argument("--agent", help="only hypotheses about this agent")
+    isub = insights.add_subparsers(dest="insights_command")
+    again = isub.add_parser("reanalyze", help="analyse a closed session again (supersedes)")
+    again.add_argument("session", help="the session id")
+    again.add_argument("--tier", choices=["light", "heavy"], help="force a tier")
+    again.add_argument("--by", default="cli", help="who asked (recorded)")
+    again.add_argument("--wait", type=float, default=0.0, metavar="SECONDS", help="wait for it")
+    accept = isub.add_parser("accept", help="accept a proposed hypothesis")
+    accept.add_argument("hypothesis", help="the hypothesis id")
+    accept.add_argument("--for-anamnese", action="store_true", help="hand it to the Anamnese")
+    accept.add_argument("--by", default="cli", help="who decided (recorded)")
+    dismiss = isub.add_parser("dismiss", help="dismiss a proposed hypothesis")
+    dismiss.add_argument("hypothesis", help="the hypothesis id")
+    dismiss.add_argument("--by", default="cli", help="who decided (recorded)")
+    dismiss.add_argument("--note", help="why (recorded)")
+    insights.set_defaults(run=lambda settings, args: asyncio.run(run_insights(settings, args)))
 
 
 def format_insights(groups: list[dict[str, Any]]) -> str:
@@ -47,6 +71,27 @@ def format_insights(groups: list[dict[str, Any]]) -> str:
             lines.append(f"        id {h['id']} · {h['created_at'][:19]}")
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
+
+
+async def _why_empty(db: PsychologistStore) -> str:
+    """No hypotheses: say whether the psychologist is off, failing, or just not done."""
+    if not await db.group_exists():
+        return (
+            "No hypotheses: no psychologist has run on this Redis. It runs inside serve and "
+            "worker when an LLM is configured (LLM_BASE_URL) unless PSYCHOLOGIST_ENABLED=false, "
+            "or alone as `mel-gateway psychologist`."
+        )
+    stats = await db.stats()
+    if stats["failed"] and not stats["completed"]:
+        return (
+            f"No hypotheses: {stats['failed']} analyses failed and none completed. "
+            "See the psychologist.analysis_failed events, or "
+            "GET /support/sessions/<id>/analysis for a session's failures."
+        )
+    return (
+        f"No hypotheses yet: sessions are analysed when they close "
+        f"({stats['completed']} analyses completed, {stats['failed']} failed)."
+    )
 
 
 def _wrapped(text: str) -> list[str]:
@@ -77,6 +122,12 @@ async def run_insights(
 
 async def _list(db: PsychologistStore, args: argparse.Namespace, out: TextIO) -> int:
     statuses = {s for s in (args.status or "").split(",") if s}
+    unknown = statuses - {s.value for s in HypothesisStatus}
+    if unknown:
+        known = ", ".join(s.value for s in HypothesisStatus)
+        print(f"mel-gateway: unknown --status {', '.join(sorted(unknown))} (known: {known})",
+              file=sys.stderr)  # fmt: skip
+        return 2
     found = [
         h
         for h in await db.current_hypotheses()
@@ -86,8 +137,10 @@ async def _list(db: PsychologistStore, args: argparse.Namespace, out: TextIO) ->
     groups = group_by_agent(found)
     if args.json:
         out.write(json.dumps({"count": len(found), "agents": groups}, ensure_ascii=False) + "\n")
-    else:
+    elif groups:
         out.write(format_insights(groups) + "\n")
+    else:
+        out.write(await _why_empty(db) + "\n")
     return 0
 
 

@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import gc
 import signal
+from typing import Any
 
 import structlog
 from aiohttp import web
@@ -14,9 +15,23 @@ from gateway.bootstrap import bootstrap
 from gateway.settings import Settings
 from gateway.workers.supervisor import JobDied
 
-__all__ = ["run_process"]
+__all__ = ["register", "run_process"]
 
 log = structlog.get_logger("gateway.cli.serve")
+
+
+def register(sub: Any) -> None:
+    serve = sub.add_parser("serve", help="serve the webhooks (and run the worker in-process)")
+    serve.add_argument("--host", help="bind address (default: HOST or 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="port (default: PORT or 8080)")
+    serve.add_argument("--no-worker", action="store_true", help="serve HTTP only")
+    worker = sub.add_parser("worker", help="run the turn worker alone (scale it separately)")
+    psychologist = sub.add_parser(
+        "psychologist",
+        help="run the psychologist consumer alone: analyses closed sessions (SIGTERM drains)",
+    )
+    for parser in (serve, worker, psychologist):
+        parser.set_defaults(run=run_process)
 
 
 def run_process(settings: Settings, args: argparse.Namespace) -> int:

@@ -11,10 +11,20 @@ from typing import Any, TextIO
 
 import aiohttp
 
-from channels import mask_number
 from gateway.settings import Settings
 
-__all__ = ["format_event", "read_sse", "run_watch"]
+__all__ = ["format_event", "read_sse", "register", "run_watch"]
+
+
+def register(sub: Any) -> None:
+    watch = sub.add_parser("watch", help="support's live view of the event feed")
+    watch.add_argument("--url", help="gateway URL (default: http://HOST:PORT)")
+    watch.add_argument("--token", help="support bearer token (default: SUPPORT_TOKEN)")
+    watch.add_argument("--types", help="comma-separated types; 'session.*' matches a family")
+    watch.add_argument("--thread", help="only this thread: its id, or the user's number")
+    watch.add_argument("--after", help="start after this event id (default: live)")
+    watch.add_argument("--json", action="store_true", help="one JSON envelope per line")
+    watch.set_defaults(run=lambda settings, args: asyncio.run(run_watch(settings, args)))
 
 
 async def read_sse(
@@ -36,14 +46,9 @@ async def read_sse(
             event[name] = event[name] + "\n" + value if name in event else value
 
 
-def _who(thread_id: str) -> str:
-    channel, _, rest = thread_id.partition(":")
-    _business, _, user = rest.partition(":")
-    return f"{channel}:{mask_number(user)}" if user else thread_id or "-"
-
-
 def format_event(env: dict[str, Any]) -> str:
-    """One readable line: time, type, who, and what was said or decided."""
+    """One readable line: time, type, the thread (whole: copy it into ``--thread``), and
+    what was said or decided."""
     data = env.get("data") or {}
     when = str(env.get("at", ""))[11:19]
     detail = ""
@@ -52,7 +57,8 @@ def format_event(env: dict[str, Any]) -> str:
             value = str(data[key]).replace("\n", " ")
             detail = f"{key}={value[:90]!r}" if key != "text" else f"“{value[:90]}”"
             break
-    return f"{when}  {env.get('type', ''):<34} {_who(str(env.get('thread_id', ''))):<24} {detail}"
+    thread = str(env.get("thread_id") or "-")
+    return f"{when}  {env.get('type', ''):<34} {thread:<40} {detail}"
 
 
 async def run_watch(settings: Settings, args: argparse.Namespace, out: TextIO = sys.stdout) -> int:

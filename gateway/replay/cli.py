@@ -138,10 +138,24 @@ def _selection_options(*, from_file: bool) -> argparse.ArgumentParser:
     return p
 
 
+def _base_url(value: str) -> str:
+    """``--to``: refused up front unless it is an http(s) URL with a host."""
+    scheme, sep, rest = value.partition("://")
+    if not sep or scheme not in ("http", "https") or not rest.split("/", 1)[0]:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not a base URL: give the scheme too, e.g. http://{value or 'host:8080'}"
+        )
+    return value
+
+
 def _target_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("the target gateway")
     g.add_argument(
-        "--to", required=True, metavar="URL", help="its base URL, e.g. http://127.0.0.1:8080"
+        "--to",
+        required=True,
+        metavar="URL",
+        type=_base_url,
+        help="its base URL, e.g. http://127.0.0.1:8080",
     )
     g.add_argument(
         "--twilio-auth-token",

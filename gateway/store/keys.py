@@ -22,6 +22,7 @@ class Keys:
         self.support_webhook_attempts = f"{prefix}:support_webhook:attempts"  # stream
         self.insights = f"{prefix}:insights"  # zset: hypotheses of current analyses
         self.psychologist_attempts = f"{prefix}:psychologist:attempts"  # hash job → runs
+        self.psychologist_stats = f"{prefix}:psychologist:stats"  # hash: completed, failed
 
     def thread(self, thread_id: str, name: str) -> str:
         """``inbox``, ``state``, ``history``, ``lease``, ``sched``, ``outbox``,

@@ -189,6 +189,12 @@ class PsychologistStore:
     async def group_exists(self) -> bool:
         return await self.group.exists()
 
+    async def stats(self) -> dict[str, int]:
+        """Analyses completed and failed for good, since this Redis began."""
+        raw = await self.redis.hgetall(self.keys.psychologist_stats)
+        counts = {as_str(k): int(as_str(v)) for k, v in raw.items()}
+        return {"completed": counts.get("completed", 0), "failed": counts.get("failed", 0)}
+
     async def next_attempt(self, job_id: str) -> int:
         return int(await self.redis.hincrby(self.keys.psychologist_attempts, job_id, 1))
 
@@ -315,6 +321,7 @@ class PsychologistStore:
                 self.thread_hypotheses_key(thread_id),
                 self.keys.events,
                 self.keys.analysis(expected) if expected else "",
+                self.keys.psychologist_stats,
                 *[self.keys.hypothesis(hid) for hid in hypothesis_ids],
             ]
             res: Any = await self.scripts.run("save_analysis", keys, [dumps(payload)])
@@ -368,7 +375,11 @@ class PsychologistStore:
         }
         res: Any = await self.scripts.run(
             "record_failure",
-            [self.keys.analysis_failures(session_id), self.keys.events],
+            [
+                self.keys.analysis_failures(session_id),
+                self.keys.events,
+                self.keys.psychologist_stats,
+            ],
             [dumps(payload)],
         )
         return [as_str(i) for i in res]

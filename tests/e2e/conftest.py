@@ -154,6 +154,7 @@ def make_settings(
         "meta_app_secret": META_SECRET,
         "meta_verify_token": "verify-me",
         "psychologist_enabled": False,  # its own tests turn it on
+        "enable_route_stickiness": False,  # the journeys' tests run both ways
     }
     if llm is not None:
         values["llm_base_url"] = llm.base_url

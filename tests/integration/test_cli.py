@@ -51,7 +51,7 @@ def test_ledger_import_loads_a_households_csv(
     code = main(["ledger", "import", str(csv), "--household", "casa-ana-bia"])
     captured = capsys.readouterr()
     assert code == 1  # one bad line: reported, the valid ones imported
-    assert "2 importadas" in captured.out
+    assert "2 imported" in captured.out
     assert f"{csv}:4:" in captured.err  # the bad line's number (the header is line 1)
     keys = [k.decode() for k in client.keys("mel:ledger:{casa-ana-bia}:*")]
     assert keys, "the household's ledger was written"

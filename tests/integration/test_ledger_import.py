@@ -43,12 +43,13 @@ async def test_valid_rows_are_imported_and_bad_lines_reported(
     assert not report.ok
     assert [error.line for error in report.errors] == [4, 5, 6, 7, 10]
     by_line = {error.line: error.message for error in report.errors}
-    assert "entre aspas" in by_line[4]
-    assert "data inválida '2026-06-31'" in by_line[5]
-    assert "negativo" in by_line[6]
-    assert "mais de 2 casas decimais" in by_line[7]
-    assert "categoria não pode ser vazia" in by_line[10]
-    assert report.summary() == "11 linhas: 6 importadas, 0 já existentes, 5 com erro"
+    assert "must be quoted" in by_line[4]
+    assert "bad date '2026-06-31'" in by_line[5]
+    assert "negative" in by_line[6]
+    assert "more than 2 decimal places" in by_line[7]
+    assert "bad category" in by_line[10]
+    assert "empty" in by_line[10]
+    assert report.summary() == "11 rows: 6 imported, 0 already there, 5 with errors"
 
     june = await ledger.month_spending(HH, "2026-06")
     assert june.by_category == {
@@ -109,16 +110,16 @@ async def test_a_short_line_is_reported(ledger: Ledger, tmp_path: Path) -> None:
 
     report = await import_csv(ledger, _write(tmp_path, text), HH)
 
-    assert report.errors == [ImportLineError(2, "colunas faltando")]
+    assert report.errors == [ImportLineError(2, "missing columns")]
     assert report.imported == 1
 
 
 async def test_a_header_without_the_required_columns_imports_nothing(
     ledger: Ledger, tmp_path: Path
 ) -> None:
-    with pytest.raises(LedgerError, match="sem a\\(s\\) coluna\\(s\\) amount"):
+    with pytest.raises(LedgerError, match="lacks the column\\(s\\) amount"):
         await import_csv(ledger, _write(tmp_path, "date,valor,category\n2026-06-01,1,x\n"), HH)
-    with pytest.raises(LedgerError, match="não consegui ler"):
+    with pytest.raises(LedgerError, match="cannot read"):
         await import_csv(ledger, tmp_path / "missing.csv", HH)
     assert await ledger.months(HH) == []
 

@@ -160,9 +160,9 @@ async def test_the_profile_and_the_token_limit_come_from_the_settings(
 @pytest.mark.parametrize(
     ("answer", "reason"),
     [
-        (decision("CONTINUE", 0.89), "confidence 0.89 below threshold 0.9"),
-        (decision("HUMAN_HANDOFF", 0.5), "confidence 0.5 below threshold 0.9"),
-        (decision("END_SESSION", 0.1), "confidence 0.1 below threshold 0.9"),
+        (decision("CONTINUE", 0.89), "confidence 0.89 not above threshold 0.9"),
+        (decision("HUMAN_HANDOFF", 0.5), "confidence 0.5 not above threshold 0.9"),
+        (decision("END_SESSION", 0.1), "confidence 0.1 not above threshold 0.9"),
         ("CONTINUE", "invalid JSON"),
         ('{"decision": "CONTINUE", "confidence": 0.97', "invalid JSON"),
         (json.dumps({"decision": "STAY", "confidence": 0.99}), "invalid answer: decision"),
@@ -208,20 +208,32 @@ async def test_a_timeout_means_route(
     assert signal.reason.startswith("LLMTimeout")
 
 
-async def test_the_threshold_is_a_minimum_and_is_configurable(
+async def test_a_decision_must_be_above_the_threshold_which_is_configurable(
     llm_for: Callable[..., OpenAICompatibleLLM], script: ByModel, agents: DomainAgents
 ) -> None:
-    script.on("route_continuity", decision("CONTINUE", 0.9), decision("CONTINUE", 0.75))
+    script.on(
+        "route_continuity",
+        decision("CONTINUE", 0.9),
+        decision("CONTINUE", 0.91),
+        decision("CONTINUE", 0.75),
+    )
     llm = llm_for()
+    default = ContinuityClassifier(llm, SessionControlConfig(enabled=True))
 
-    at = await ContinuityClassifier(llm, SessionControlConfig(enabled=True)).classify(
+    at = await default.classify([user("e o resto?")], agents=agents, active_agent="budget_agent")
+    above = await default.classify(
         [user("e o resto?")], agents=agents, active_agent="budget_agent"
     )
     low = await ContinuityClassifier(llm, SessionControlConfig(threshold=0.7)).classify(
         [user("e o resto?")], agents=agents, active_agent="budget_agent"
     )
 
-    assert (at.decision, at.accepted) == ("CONTINUE", True)
+    assert (at.decision, at.accepted, at.reason) == (
+        "ROUTE",
+        False,
+        "confidence 0.9 not above threshold 0.9",
+    )
+    assert (above.decision, above.accepted) == ("CONTINUE", True)
     assert (low.decision, low.accepted) == ("CONTINUE", True)
 
 

@@ -401,9 +401,9 @@ async def test_the_end_reply_is_configurable(make_control: MakeControl, script: 
 @pytest.mark.parametrize(
     ("answer", "reason"),
     [
-        (decision("CONTINUE", 0.6), "confidence 0.6 below threshold 0.9"),
-        (decision("END_SESSION", 0.8), "confidence 0.8 below threshold 0.9"),
-        (decision("HUMAN_HANDOFF", 0.89), "confidence 0.89 below threshold 0.9"),
+        (decision("CONTINUE", 0.6), "confidence 0.6 not above threshold 0.9"),
+        (decision("END_SESSION", 0.8), "confidence 0.8 not above threshold 0.9"),
+        (decision("HUMAN_HANDOFF", 0.89), "confidence 0.89 not above threshold 0.9"),
         ("CONTINUE", "invalid JSON"),
         (json.dumps({"decision": "CONTINUE", "confidence": "alta"}), "invalid answer"),
         (error(500), "LLMError: HTTP 500"),

@@ -4,7 +4,7 @@
 -- reanalysis (which is then marked superseded, never deleted, and its hypotheses leave
 -- the current indexes). Publishes the hypotheses' and the analysis' events.
 -- KEYS: current, analyses, analysis, insights, thread hypotheses, events, old analysis
---       (or ''), then one hash per new hypothesis
+--       (or ''), stats, then one hash per new hypothesis
 -- ARGV[1]: json {expected, id, analysis: [k, v…], hypotheses: [[id, [k, v…]]…], score,
 --          at, thread_id, maxlen, events: [[type, data]…]}
 -- Returns {stored (1|0), the current id found, event ids}.
@@ -23,8 +23,9 @@ end
 redis.call('HSET', KEYS[3], unpack(p['analysis']))
 redis.call('RPUSH', KEYS[2], p['id'])
 redis.call('SET', KEYS[1], p['id'])
+redis.call('HINCRBY', KEYS[8], 'completed', 1)
 for i, h in ipairs(p['hypotheses']) do
-  redis.call('HSET', KEYS[7 + i], unpack(h[2]))
+  redis.call('HSET', KEYS[8 + i], unpack(h[2]))
   redis.call('ZADD', KEYS[4], p['score'], h[1])
   redis.call('ZADD', KEYS[5], p['score'], h[1])
 end
