@@ -14,6 +14,7 @@ __all__ = [
     "NotFound",
     "PayloadTooLarge",
     "ProviderDisabled",
+    "RequestTimeout",
     "Unavailable",
 ]
 
@@ -48,6 +49,10 @@ class Conflict(GatewayError):
 
 class PayloadTooLarge(GatewayError):
     """A body over the configured limit."""
+
+
+class RequestTimeout(GatewayError):
+    """The client took too long to send its request."""
 
 
 class Unavailable(GatewayError):

@@ -39,8 +39,9 @@ class Metrics:
         )  # fmt: skip
         self.psychologist_analyses = Counter(
             "mel_psychologist_analyses",
-            "Psychologist runs by outcome (completed, failed, skipped, discarded, exhausted) "
-            "and tier (light, heavy; none when no model ran)",
+            "Psychologist analyses by outcome (completed; failed: gave up; retried: a failed "
+            "attempt that is tried again; skipped, discarded, exhausted) and tier (light, "
+            "heavy; none when no model ran)",
             ["outcome", "tier"], registry=r,
         )  # fmt: skip
         self.psychologist_cost = Counter(
@@ -61,6 +62,9 @@ class Metrics:
         )
         self.queue_pending = Gauge(
             "mel_queue_pending", "Ready entries delivered to a worker, not yet finished", registry=r
+        )
+        self.feed_streams = Gauge(
+            "mel_feed_streams", "Open /support/events streams in this process", registry=r
         )
         self.queue_lag = Gauge(
             "mel_queue_lag_seconds", "Age of the oldest unfinished ready entry", registry=r

@@ -31,6 +31,10 @@ class Settings(BaseSettings):
     public_base_url: str | None = None  # the URL providers call (Twilio signs over it)
     max_body_twilio: int = Field(1024 * 1024, alias="MEL_MAX_BODY_TWILIO", gt=0)
     max_body_meta: int = Field(3 * 1024 * 1024, alias="MEL_MAX_BODY_META", gt=0)
+    # a connection must send a whole request (headers) within this, and is closed after
+    # this long idle (slow clients hold a connection no longer)
+    mel_http_idle_timeout_seconds: float = Field(15.0, gt=0)
+    mel_http_body_timeout_seconds: float = Field(10.0, gt=0)  # to receive a webhook's body
 
     # Redis
     redis_url: str | None = None  # unset → embedded redis-server under MEL_DATA_DIR

@@ -58,7 +58,7 @@ def _fast_event_loop() -> None:
 
 
 def _serve(settings: Settings, args: argparse.Namespace) -> int:
-    from gateway.http.app import create_app
+    from gateway.http.app import create_app, server_options
 
     host = args.host or settings.host
     port = args.port if args.port is not None else settings.port
@@ -72,6 +72,7 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
         access_log=None,
         print=None,
         shutdown_timeout=settings.mel_shutdown_grace_seconds,
+        **server_options(settings),
     )
     return 0
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
+from typing import Any
 
 from aiohttp import web
 
@@ -17,7 +18,7 @@ from gateway.metrics import Metrics
 from gateway.settings import Settings
 from gateway.store import StoreDown
 
-__all__ = ["create_app"]
+__all__ = ["create_app", "server_options"]
 
 
 async def healthz(_request: web.Request) -> web.Response:
@@ -43,12 +44,19 @@ async def readyz(request: web.Request) -> web.Response:
 
 async def metrics(request: web.Request) -> web.Response:
     m = request.app[METRICS]
+    m.feed_streams.set(request.app[FEED].open_streams)
     with contextlib.suppress(StoreDown):
         depth, pending, lag = await request.app[STORE].ready.stats()
         m.queue_depth.set(depth)
         m.queue_pending.set(pending)
         m.queue_lag.set(lag)
     return web.Response(body=m.render(), content_type="text/plain", charset="utf-8")
+
+
+def server_options(settings: Settings) -> dict[str, Any]:
+    """aiohttp's server options: an idle (and header-reading) timeout, so slow or silent
+    connections are closed rather than held forever."""
+    return {"keepalive_timeout": settings.mel_http_idle_timeout_seconds}
 
 
 def create_app(settings: Settings, *, run_worker: bool = True) -> web.Application:

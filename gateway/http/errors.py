@@ -20,6 +20,7 @@ from gateway.errors import (
     GatewayError,
     NotFound,
     PayloadTooLarge,
+    RequestTimeout,
     Unavailable,
 )
 
@@ -33,6 +34,7 @@ STATUS: Final[dict[type[Exception], int]] = {
     NotFound: 404,
     Conflict: 409,
     InvalidTransition: 409,
+    RequestTimeout: 408,
     PayloadTooLarge: 413,
     Unavailable: 503,
 }

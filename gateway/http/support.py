@@ -40,9 +40,10 @@ async def bearer_auth(request: web.Request, handler: Any) -> web.StreamResponse:
         return web.json_response(
             {"error": "support API disabled: set SUPPORT_TOKEN to enable it"}, status=404
         )
-    given = request.headers.get("Authorization", "")
-    expected = f"Bearer {token}"
-    if not hmac.compare_digest(given.encode(), expected.encode()):
+    # a header with bytes that are not UTF-8 arrives surrogate-escaped: compare bytes
+    given = request.headers.get("Authorization", "").encode("utf-8", "surrogateescape")
+    expected = f"Bearer {token}".encode()
+    if not hmac.compare_digest(given, expected):
         return web.json_response(
             {"error": "missing or wrong bearer token"},
             status=401,

@@ -12,6 +12,7 @@ can fill Redis without a signature.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import time
@@ -35,7 +36,7 @@ from channels import (
 from events import MessageStatus
 from gateway.clock import utc_now_iso
 from gateway.conversation.thread import StoredMessage
-from gateway.errors import GatewayError, PayloadTooLarge, ProviderDisabled
+from gateway.errors import GatewayError, PayloadTooLarge, ProviderDisabled, RequestTimeout
 from gateway.http.errors import status_for
 from gateway.http.keys import COMPONENTS, METRICS, SETTINGS, STORE
 from gateway.store import Ingest, Intake, StoreDown
@@ -74,8 +75,17 @@ def _text(value: str) -> str:
     return value.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
 
-async def read_limited(request: web.Request, limit: int) -> bytes:
-    """The body, refusing (413) anything over ``limit`` without reading it all."""
+async def read_limited(request: web.Request, limit: int, timeout: float | None = None) -> bytes:
+    """The body, refusing (413) anything over ``limit`` without reading it all, and (408)
+    one that takes longer than ``timeout`` seconds to arrive."""
+    try:
+        async with asyncio.timeout(timeout):
+            return await _read_limited(request, limit)
+    except TimeoutError:
+        raise RequestTimeout(f"the body did not arrive within {timeout:g}s") from None
+
+
+async def _read_limited(request: web.Request, limit: int) -> bytes:
     if request.content_length is not None:
         if request.content_length > limit:
             raise PayloadTooLarge(f"body of {request.content_length} bytes exceeds {limit}")
@@ -182,9 +192,10 @@ async def handle(request: web.Request) -> web.StreamResponse:
     """POST: verify, parse, store, acknowledge (the same for every provider)."""
     adapter = _adapter(request)
     delivery = Delivery(adapter.provider, request)
-    limit = request.app[SETTINGS].max_body_for(adapter.provider)
+    settings = request.app[SETTINGS]
+    limit = settings.max_body_for(adapter.provider)
     try:
-        delivery.body = await read_limited(request, limit)
+        delivery.body = await read_limited(request, limit, settings.mel_http_body_timeout_seconds)
         webhook_request = delivery.webhook_request()
         adapter.verify(webhook_request)
         parsed = adapter.parse(webhook_request)

@@ -225,7 +225,7 @@ class PsychologistWorker(StreamConsumer):
                     attempt=attempt,
                     max_attempts=self.max_attempts,
                 )
-                self._count("failed", "none")
+                self._count("failed" if attempt >= self.max_attempts else "retried", "none")
                 result = "failed"
             if result != "failed" or attempt >= self.max_attempts:
                 break
@@ -293,7 +293,7 @@ class PsychologistWorker(StreamConsumer):
                 max_attempts=self.max_attempts,
                 outcome=outcome,
             )
-            self._count("failed", outcome.tier)
+            self._count("failed" if attempt >= self.max_attempts else "retried", outcome.tier)
             return "failed"
         saved = await self.db.save_analysis(
             session=recorded,

@@ -16,7 +16,7 @@ import redis.asyncio as aioredis
 from aiohttp.test_utils import TestServer
 
 from channels import compute_twilio_signature
-from gateway.http.app import create_app
+from gateway.http.app import create_app, server_options
 from gateway.http.keys import COMPONENTS, STORE
 from gateway.settings import Settings
 from gateway.store import Store
@@ -195,7 +195,7 @@ async def start_gateway(
             url, tmp_path, llm=fake_llm, twilio=fake_twilio, graph=fake_graph, **overrides
         )
         app = create_app(settings, run_worker=run_worker)
-        server = TestServer(app, host="127.0.0.1")
+        server = TestServer(app, host="127.0.0.1", **server_options(settings))
         await server.start_server()
         gw = Gateway(server, app[STORE], settings)
         started.append((gw, server))

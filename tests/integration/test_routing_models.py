@@ -221,9 +221,7 @@ async def test_a_decision_must_be_above_the_threshold_which_is_configurable(
     default = ContinuityClassifier(llm, SessionControlConfig(enabled=True))
 
     at = await default.classify([user("e o resto?")], agents=agents, active_agent="budget_agent")
-    above = await default.classify(
-        [user("e o resto?")], agents=agents, active_agent="budget_agent"
-    )
+    above = await default.classify([user("e o resto?")], agents=agents, active_agent="budget_agent")
     low = await ContinuityClassifier(llm, SessionControlConfig(threshold=0.7)).classify(
         [user("e o resto?")], agents=agents, active_agent="budget_agent"
     )
