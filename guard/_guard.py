@@ -35,9 +35,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final, Literal, Protocol
 
-from guard._frustration import is_frustrated
+from guard._frustration import Message, is_frustrated
 from guard._human import wants_human
-from guard._loop import is_loop
+from guard._loop import is_loop, repeats
 from guard._responses import (
     GUARD_RESPONSE_FRUSTRATED,
     GUARD_RESPONSE_HUMAN_REQUEST,
@@ -165,17 +165,24 @@ class ConversationGuard:
     def evaluate(guard_input: GuardInput) -> GuardVerdict:
         """Decide whether to answer this turn with a canonical reply instead of the LLM."""
         past = getattr(guard_input, "past_turns_without_tool_call", None)
-        loop_on = isinstance(past, int) and past >= LOOP_MIN_PAST_TURNS
-        texts = _last_user_texts_fast(getattr(guard_input, "messages", ()), 3 if loop_on else 1)
+        turns: int | None = past if isinstance(past, int) else None
+        loop_on = turns is not None and turns >= LOOP_MIN_PAST_TURNS
+        texts = _last_user_texts_fast(getattr(guard_input, "messages", ()), 3 if loop_on else 2)
         if not texts:
             return _PASS
         raw = clip(texts[0])
-        last = normalize(raw)
-        tokens = last.split()
-        if is_frustrated(last, tokens, raw, wants_human):
+        message = Message(raw, normalize(raw))
+
+        def repeats_previous() -> bool:
+            # the couple repeating an unanswered message: swearing at it is at mel
+            return (turns is not None and turns >= 1 and len(texts) > 1) and repeats(
+                message.text, texts[1]
+            )
+
+        if is_frustrated(message, wants_human, repeats_previous):
             return _FRUSTRATED
-        if wants_human(last, tokens):
+        if wants_human(message.text, message.tokens):
             return _HUMAN_REQUEST
-        if loop_on and len(texts) == 3 and is_loop(last, texts[1], texts[2]):
+        if loop_on and len(texts) == 3 and is_loop(message.text, texts[1], texts[2]):
             return _LOOP
         return _PASS

@@ -11,27 +11,30 @@ word (``vc`` → ``voce``, ``pq`` → ``porque``, ``n`` → ``nao``, ``tá`` →
 The detectors' word lists are written in this canonical form (no accents, no doubled
 vowels); ``tests/unit/test_guard.py`` checks that the lists are fixed points of it.
 
+Censored swear words are restored ("p*rra" → "porra", "c*" → "cu", "m3rda" → "merda",
+"p.q.p" → "pqp"; the candidates are lexicon.toml's [censored] targets).
+
 Absurdly long texts are clipped (head and tail kept) before anything else, so a 10 000
-character message costs about as much as a 320 character one.
+character message costs about as much as a 600 character one.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from typing import Final
 
+from guard._data import string, strings, table
+
 __all__ = ["MAX_CHARS", "clip", "normalize"]
 
 #: Longer texts are clipped to their first HEAD and last TAIL characters.
-MAX_CHARS: Final = 320
-_HEAD: Final = 200
-_TAIL: Final = 120
+MAX_CHARS: Final = 600
+_HEAD: Final = 400
+_TAIL: Final = 200
 
 _WORD: Final = re.compile(r"[a-z0-9]+")
-# With ``keep_punct``: clause punctuation becomes a "," token, everything else a space.
-_CLAUSE: Final = re.compile(r"\s*[,.;:!?\u2026]+\s*")
-_NON_WORD_KEEP: Final = re.compile(r"[^a-z0-9,]+")
 # Laughter and keyboard noise carry no signal for any detector: kkkk, hahaha, rsrs, huehue.
 # Matched word by word, only on words that start like laughter (a regex scan of the whole
 # text costs ~2 µs).
@@ -55,120 +58,53 @@ def _has_any(text: str, parts: tuple[str, ...]) -> bool:
     return False
 
 
-# WhatsApp spellings → canonical words (keys already in collapsed form).
+# WhatsApp spellings → canonical words (lexicon.toml [spelling]; keys in collapsed form).
 _SPELLING: Final[dict[str, str]] = {
-    "vc": "voce",
-    "vcs": "voces",
-    "vo6": "voces",
-    "ce": "voce",
-    "oce": "voce",
-    "pq": "porque",
-    "pk": "porque",
-    "porq": "porque",
-    "q": "que",
-    "tb": "tambem",
-    "tbm": "tambem",
-    "tmb": "tambem",
-    "n": "nao",
-    "nn": "nao",
-    "naum": "nao",
-    "tou": "to",
-    "estou": "to",
-    "tah": "ta",
-    "eh": "e",
-    "neh": "ne",
-    "mt": "muito",
-    "mto": "muito",
-    "mtu": "muito",
-    "mta": "muita",
-    "msm": "mesmo",
-    "oq": "o que",
-    "hj": "hoje",
-    "td": "tudo",
-    "tds": "todos",
-    "nd": "nada",
-    "ngm": "ninguem",
-    "alg": "alguem",
-    "algm": "alguem",
-    "alguen": "alguem",
-    "qm": "quem",
-    "qnd": "quando",
-    "qdo": "quando",
-    "qndo": "quando",
-    "qto": "quanto",
-    "qnto": "quanto",
-    "qtos": "quantos",
-    "cmg": "comigo",
-    "ctg": "contigo",
-    "vlw": "valeu",
-    "obg": "obrigado",
-    "obgd": "obrigado",
-    "obgda": "obrigada",
-    "blz": "beleza",
-    "pf": "pfv",
-    "pfvr": "pfv",
-    "pls": "pfv",
-    "plz": "pfv",
-    "porfa": "pfv",
-    "sla": "sei la",
-    "d": "de",
-    "c": "com",
-    "cm": "com",
-    "p": "pra",
-    "qro": "quero",
-    "qero": "quero",
-    "kero": "quero",
-    "qria": "queria",
-    "keria": "queria",
-    "kd": "cade",
-    "ae": "ai",
-    "aii": "ai",
-    "entt": "entao",
-    "ent": "entao",
-    "agr": "agora",
-    "dps": "depois",
-    "vdd": "verdade",
-    "msg": "mensagem",
-    "wpp": "whatsapp",
-    "whats": "whatsapp",
-    "zap": "whatsapp",
-    "zapzap": "whatsapp",
-    "robot": "robo",
-    "robozinho": "robo",
-    "robozao": "robo",
-    "botzinho": "bot",
-    "aplicativo": "app",
-    "krl": "caralho",
-    "krlh": "caralho",
-    "crl": "caralho",
-    "crlh": "caralho",
-    "caraio": "caralho",
-    "carai": "caralho",
-    "karalho": "caralho",
-    "kct": "cacete",
-    "vtmnc": "vtnc",
-    "poha": "porra",
-    "pora": "porra",
-    "porr": "porra",
-    "prr": "porra",
-    "pqpp": "pqp",
-    "ptqp": "pqp",
-    "af": "aff",
-    "afe": "aff",
-    "afs": "aff",
-    "arg": "argh",
-    "tnc": "vtnc",
-    "fodase": "foda se",
-    "fdse": "foda se",
-    "merd": "merda",
-    "bost": "bosta",
-    "plmds": "pelo amor de deus",
-    "pelamor": "pelo amor",
-    "mds": "meu deus",
-    "meudeus": "meu deus",
-    "humanu": "humano",
+    key: string(f"spelling.{key}", value) for key, value in table("spelling").items()
 }
 _SPELLING_KEYS: Final = frozenset(_SPELLING)
+
+
+# Censored swear words: a word with * # or @ among its letters, or a digit standing for a
+# letter ("p*rra", "c*", "m3rda", "c@ralho"), and single letters between dots ("p.q.p").
+_CENSOR_TARGETS: Final = tuple(strings("censored.targets"))
+_MAYBE_CENSORED: Final = re.compile(r"[*#@]|[a-z][01347]|[01347][a-z]|\b[a-z]\.[a-z]\.")
+_CANDIDATE: Final = re.compile(r"[a-z0-9*#@]*[a-z*#@][a-z0-9*#@]*")
+_DOTTED: Final = re.compile(r"\b[a-z](?:\.[a-z]){2,}\b")
+_LEET: Final = {"0": "o", "1": "i", "3": "e", "4": "a", "7": "t", "@": "a"}
+_HIDDEN: Final = "*#"
+
+
+def _mask(word: str, *, loose: bool) -> re.Pattern[str]:
+    """``word`` as a pattern: a hidden letter is one letter, or with ``loose`` a run of
+    hidden letters is any number of letters."""
+    parts: list[str] = []
+    for char in word:
+        if char not in _HIDDEN:
+            parts.append(re.escape(_LEET.get(char, char)))
+        elif not loose:
+            parts.append("[a-z]")
+        elif not parts or parts[-1] != "[a-z]*":
+            parts.append("[a-z]*")
+    return re.compile("".join(parts))
+
+
+@functools.lru_cache(maxsize=1024)
+def _restore(word: str) -> str:
+    """The swear word ``word`` stands for, or ``word`` itself."""
+    if not any("a" <= char <= "z" for char in word):
+        return word
+    for pattern in (_mask(word, loose=False), _mask(word, loose=True)):
+        for target in _CENSOR_TARGETS:
+            if pattern.fullmatch(target):
+                return target
+    return word
+
+
+def _uncensor(text: str) -> str:
+    if "." in text:
+        text = _DOTTED.sub(lambda m: m.group().replace(".", ""), text)
+    return _CANDIDATE.sub(lambda m: _restore(m.group()), text)
 
 
 def _drop_laughter(words: list[str]) -> list[str]:
@@ -182,20 +118,14 @@ def clip(text: str) -> str:
     return f"{text[:_HEAD]} {text[-_TAIL:]}"
 
 
-def normalize(text: str, *, keep_punct: bool = False) -> str:
-    """The canonical matching form of ``text`` (see the module docstring).
-
-    With ``keep_punct`` clause punctuation survives as a "," token ("que saco , acabou
-    o gas"), for the few checks that need to know where a clause ends.
-    """
+def normalize(text: str) -> str:
+    """The canonical matching form of ``text`` (see the module docstring)."""
     out = clip(text).lower()
     if not out.isascii():
         out = unicodedata.normalize("NFKD", out).encode("ascii", "ignore").decode("ascii")
-    if keep_punct:
-        out = _NON_WORD_KEEP.sub(" ", _CLAUSE.sub(" , ", out))
-        words = out.split()
-    else:
-        words = _WORD.findall(out)
+    if _MAYBE_CENSORED.search(out) is not None:
+        out = _uncensor(out)
+    words = _WORD.findall(out)
     if _has_any(out, _LAUGH_MARKS):
         words = _drop_laughter(words)
         out = " ".join(words)
