@@ -4,14 +4,14 @@ What the words are lives in ``guard/lexicon.toml`` ([frustration.*]); here is on
 combine, on the normalised last user message (``_text.normalize``) plus its raw text (for
 capitals, "!" and emoji):
 
-1. an angry emoji (🤬 🖕), or ``at_you`` — insults in the second person ("vai se ferrar",
+1. ``at_you`` — insults in the second person ("vai se ferrar",
    "vsf"), complaints that can only be about the conversation ("não serve pra nada",
    "quantas vezes vou ter que ..."), giving up on mel ("vou voltar pra planilha", "1
    estrela na play store", "cancela minha assinatura"), sarcasm markers ("só que não",
    "obrigado por nada") — is frustration, whatever else the message says;
 2. ``directed`` — a negative word aimed at mel ("que bot burro", "lixo de app", "vc é
    muito lento") — is frustration;
-3. an ``outburst`` (profanity, "lixo", "não funciona", "que saco", 🙄 🙃 ...) or sarcasm
+3. an ``outburst`` (profanity, "vsf", "lixo", "não funciona", "que saco", 🤬 🙄 🙃 ...) or sarcasm
    (``praise`` and ``failure`` together: "parabéns mel 👏 conseguiu errar a fatura
    inteira") is frustration unless the message is about something else (``elsewhere``:
    an amount, a bill, a shop, a bank, another person, a request to record something) and
@@ -100,10 +100,8 @@ def is_frustrated(
     """
     raw, text, tokens, padded = message.raw, message.text, message.tokens, message.padded
     emoji = not raw.isascii()
-    if emoji and _has(raw, ANGRY_EMOJI):
-        return True
     worded = not ANY_KEYS.isdisjoint(tokens)
-    outburst = emoji and _has(raw, CROSS_EMOJI)
+    outburst = emoji and (_has(raw, ANGRY_EMOJI) or _has(raw, CROSS_EMOJI))
     if worded:
         cleaned, kept, padded_kept = text, tokens, padded
         if not NEUTRALISE.keys.isdisjoint(tokens):

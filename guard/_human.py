@@ -28,6 +28,9 @@ __all__ = ["wants_human"]
 
 KEYS: Final = Terms.at("human.keys").keys
 RULES: Final[tuple[Pattern, ...]] = patterns("human.patterns")
+# Talk that is a plan, not a request: removed before RULES run.
+NOT_REQUESTS: Final[tuple[Pattern, ...]] = patterns("human.neutralise.patterns")
+NOT_REQUEST_KEYS: Final = frozenset[str]().union(*(p.keys for p in NOT_REQUESTS))
 
 
 def _alternation(terms: Terms) -> str:
@@ -46,6 +49,10 @@ def wants_human(text: str, tokens: Collection[str]) -> bool:
     """Whether the normalised ``text`` (whose words are ``tokens``) asks for a human."""
     if KEYS.isdisjoint(tokens):
         return False
+    if not NOT_REQUEST_KEYS.isdisjoint(tokens):
+        for pattern in NOT_REQUESTS:
+            text = pattern.regex.sub("  ", text)
+        tokens = text.split()
     for pattern in RULES:
         if pattern.search(text, tokens):
             return True

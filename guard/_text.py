@@ -43,6 +43,8 @@ _LAUGH_STARTS: Final = frozenset(("kk", "ha", "he", "hi", "hu", "ah", "rs"))
 # Letters stretched for emphasis: any vowel run (naaao, nãããão) becomes one vowel,
 # consonant runs of 3+ become one (affff), except rr/ss which Portuguese spells doubled.
 _RS_RUNS: Final = re.compile(r"([rs])\1{2,}")
+# ... and at the end of a word, where Portuguese never doubles them ("operadorrr").
+_RS_END: Final = re.compile(r"([rs])\1\b")
 _CONSONANT_RUNS: Final = re.compile(r"([b-df-hj-npqt-z])\1{2,}")
 # Cheap tests, so that most messages skip the substitutions above (substring tests are
 # much faster than a regex alternation of the same literals, or a back-reference scan).
@@ -63,6 +65,10 @@ _SPELLING: Final[dict[str, str]] = {
     key: string(f"spelling.{key}", value) for key, value in table("spelling").items()
 }
 _SPELLING_KEYS: Final = frozenset(_SPELLING)
+# Emoji that stand for a word (lexicon.toml [emoji_words]).
+_EMOJI_WORDS: Final = tuple(
+    (emoji, string(f"emoji_words.{emoji}", word)) for emoji, word in table("emoji_words").items()
+)
 
 
 # Censored swear words: a word with * # or @ among its letters, or a digit standing for a
@@ -122,6 +128,9 @@ def normalize(text: str) -> str:
     """The canonical matching form of ``text`` (see the module docstring)."""
     out = clip(text).lower()
     if not out.isascii():
+        for emoji, word in _EMOJI_WORDS:
+            if emoji in out:
+                out = out.replace(emoji, f" {word} ")
         out = unicodedata.normalize("NFKD", out).encode("ascii", "ignore").decode("ascii")
     if _MAYBE_CENSORED.search(out) is not None:
         out = _uncensor(out)
@@ -134,7 +143,7 @@ def normalize(text: str) -> str:
     if vowels or triple:
         out = " ".join(words)
         if triple:
-            out = _CONSONANT_RUNS.sub(r"\1", _RS_RUNS.sub(r"\1\1", out))
+            out = _CONSONANT_RUNS.sub(r"\1", _RS_END.sub(r"\1", _RS_RUNS.sub(r"\1\1", out)))
         if vowels:
             for pair in _VOWEL_PAIRS:  # str.replace beats a back-reference regex
                 while pair in out:
