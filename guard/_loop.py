@@ -182,7 +182,8 @@ def meaning(text: str) -> Meaning:
             for phrase, kind, name in _PHRASES:
                 if phrase in padded:
                     concepts.add((kind, name))
-                    padded = padded.replace(phrase, "  ")
+                    if kind != _INTENT:  # a kind of question leaves its words to the topic
+                        padded = padded.replace(phrase, "  ")
         remaining = set(padded.split())
     stems: set[str] = set()
     amounts: set[str] = set()

@@ -25,7 +25,7 @@ import re
 import unicodedata
 from typing import Final
 
-from guard._data import string, strings, table
+from guard._data import LexiconError, string, strings, table
 
 __all__ = ["MAX_CHARS", "clip", "normalize"]
 
@@ -113,6 +113,79 @@ def _uncensor(text: str) -> str:
     return _CANDIDATE.sub(lambda m: _restore(m.group()), text)
 
 
+def _number_words() -> dict[str, tuple[int, int]]:
+    """Number word → (value, place): 3 hundreds, 2 tens, 1 units; a teen fills tens and
+    units, so its place is 2 and nothing smaller than 10 may follow it."""
+    out: dict[str, tuple[int, int]] = {}
+    for section, place in (("units", 1), ("teens", 2), ("tens", 2), ("hundreds", 3)):
+        for word, value in table(f"numbers.{section}").items():
+            if not isinstance(value, int):
+                raise LexiconError(f"lexicon.toml: 'numbers.{section}.{word}' must be a number")
+            key = unicodedata.normalize("NFKD", word).encode("ascii", "ignore").decode("ascii")
+            out[key] = (value, place)
+    return out
+
+
+_NUMBERS: Final = _number_words()
+_THOUSAND: Final = string("numbers.thousand")
+_NUMBER_KEYS: Final = frozenset(_NUMBERS) | {_THOUSAND}
+# Articles before they are numbers; "zero" is a number on its own.
+_NOT_A_START: Final = frozenset(("um", "uma"))
+
+
+def _fits(word: str, filled: int) -> bool:
+    """Whether ``word`` can be the next part of a number whose smallest filled place is
+    ``filled`` ("cento" then "vinte" then "cinco"; not "nove" then "noventa")."""
+    entry = _NUMBERS.get(word)
+    return entry is not None and word != "zero" and entry[1] < filled
+
+
+def _spoken_numbers(words: list[str]) -> list[str]:
+    """Numbers said in words as digits: "quatrocentos e cinquenta" → "450"."""
+    out: list[str] = []
+    i, count = 0, len(words)
+    while i < count:
+        word = words[i]
+        if word == "zero":
+            out.append("0")
+            i += 1
+            continue
+        total, current, filled = 0, 0, 4
+        after_thousand = False
+        if word == _THOUSAND:  # "mil e duzentos", "10 mil"
+            total = (int(out.pop()) if out and out[-1].isdigit() else 1) * 1000
+            after_thousand = True
+            i += 1
+        elif word not in _NUMBERS or word in _NOT_A_START:
+            out.append(word)
+            i += 1
+            continue
+        while i < count:
+            word = words[i]
+            if word == _THOUSAND and not after_thousand:
+                total += (current or 1) * 1000
+                current, filled, after_thousand = 0, 4, True
+                i += 1
+            elif (
+                (current or after_thousand)
+                and word == "e"
+                and i + 1 < count
+                and (_fits(words[i + 1], filled))
+            ):
+                i += 1
+            elif (current == 0 and not after_thousand and _fits(word, filled)) or (
+                (after_thousand or words[i - 1] == "e") and _fits(word, filled)
+            ):
+                value, place = _NUMBERS[word]
+                current += value
+                filled = 1 if 10 < value < 20 or value == 10 else place
+                i += 1
+            else:
+                break
+        out.append(str(total + current))
+    return out
+
+
 def _drop_laughter(words: list[str]) -> list[str]:
     return [w for w in words if w[:2] not in _LAUGH_STARTS or not _LAUGHTER.fullmatch(w)]
 
@@ -152,5 +225,7 @@ def normalize(text: str) -> str:
         if _has_any(out, _LAUGH_MARKS):  # "haahaa" is laughter once collapsed
             words = _drop_laughter(words)
     if not _SPELLING_KEYS.isdisjoint(words):
-        words = [_SPELLING.get(word, word) for word in words]
+        words = " ".join([_SPELLING.get(word, word) for word in words]).split()
+    if not _NUMBER_KEYS.isdisjoint(words):
+        words = _spoken_numbers(words)
     return " ".join(words)

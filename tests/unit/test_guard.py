@@ -192,6 +192,38 @@ def test_follow_ups_and_acknowledgements_are_not_a_loop(texts: tuple[str, ...]) 
     assert not evaluate(*texts, past=2).preempt
 
 
+@pytest.mark.parametrize(
+    "texts",
+    [
+        ("quanto gastamos de farmacia esse mes?", "qual foi o total com remedio?", "farmacia?"),
+        ("q dia fecha a fatura do nubank?", "quando vira a fatura do roxinho?", "fechamento nu"),
+        ("registra 89,90 de farmacia", "anota ai farmacia 89,90", "lança 89,90 da drogasil"),
+        ("quanto a gente economizou", "economia do mes?", "quanto guardamos?"),
+        ("quanto que eu gastei e a Paula?", "o gasto de cada um", "gastos separados da Paula"),
+    ],
+)
+def test_rephrasings_of_one_question_are_a_loop(texts: tuple[str, ...]) -> None:
+    assert evaluate(*texts, past=2).kind == "loop"
+
+
+@pytest.mark.parametrize(
+    "texts",
+    [
+        ("anota 50 de gasolina", "opa, foi 55", "nao, 55,40 certinho"),
+        (
+            "coloca sessenta de farmácia",
+            "ah não foi sessenta e oito",
+            "sessenta e oito e cinquenta",
+        ),
+        ("quanto foi a luz em março?", "e abril?", "maio?"),
+        ("quanto gastei de luz?", "quando vence a luz?", "quanto foi a luz?"),
+        ("saldo?", "e a fatura?", "e a meta da viagem?"),
+    ],
+)
+def test_corrections_months_and_other_questions_are_not_a_loop(texts: tuple[str, ...]) -> None:
+    assert evaluate(*texts, past=2).kind is None
+
+
 def test_spec_jaccard_alone_would_miss_the_spec_example() -> None:
     """Contradiction (b): literal whitespace Jaccard scores 0.33 / 0.5 / 0.25 here."""
 
@@ -476,6 +508,23 @@ def test_role_variants_count_as_user() -> None:
         ("mds q inferno", "meu deus que inferno"),
         ("carro passsa", "carro passa"),
         ("", ""),
+        # censored swears, emoji that stand for words, stretched endings
+        ("p*rra de app", "porra de app"),
+        ("VAI TOMAR NO C*", "vai tomar no cu"),
+        ("m3rda", "merda"),
+        ("p.q.p", "pqp"),
+        ("R$ 67,80 c6 2x", "r 67 80 c6 2x"),
+        ("deixei 1⭐", "deixei 1 estrela"),
+        ("operadorrr", "operador"),
+        # numbers said in words (voice messages)
+        ("quatrocentos e cinquenta de luz", "450 de luz"),
+        ("sessenta e oito e cinquenta", "68 e 50"),
+        ("três mil e duzentos", "3200"),
+        ("mil e duzentos", "1200"),
+        ("10 mil", "10000"),
+        ("zero oitocentos", "0 800"),
+        ("um atendente", "um atendente"),
+        ("vinte e um", "21"),
     ],
 )
 def test_normalize(raw: str, expected: str) -> None:
@@ -499,6 +548,7 @@ def _all_patterns() -> list[re.Pattern[str]]:
 def test_lexicon_patterns_are_written_in_normalised_form() -> None:
     """Accents, doubled vowels or WhatsApp spellings in a pattern could never match."""
     spelling = {key for key in _text._SPELLING if len(key) > 1}
+    spelling |= _text._NUMBER_KEYS - {"um", "uma"}  # said numbers become digits
     for pattern in _all_patterns():
         source = pattern.pattern
         assert source.isascii(), source
