@@ -53,6 +53,8 @@ CHEER: Final = rules("frustration.cheer")
 ANGRY_EMOJI: Final = frozenset(string("frustration.emoji.angry"))
 CROSS_EMOJI: Final = frozenset(string("frustration.emoji.cross"))
 PRAISE_EMOJI: Final = frozenset(string("frustration.emoji.praise"))
+_OUTBURST_EMOJI: Final = ANGRY_EMOJI | CROSS_EMOJI
+_ANY_EMOJI: Final = _OUTBURST_EMOJI | PRAISE_EMOJI
 
 # A message with none of these words can only be frustrated through emoji or capitals.
 # (Sarcasm needs a failure word, so FAILURE's keys stand for it.)
@@ -76,11 +78,11 @@ class Message:
 
     __slots__ = ("padded", "raw", "text", "tokens")
 
-    def __init__(self, raw: str, text: str) -> None:
+    def __init__(self, raw: str, words: list[str]) -> None:
         self.raw: Final = raw
-        self.text: Final = text
-        self.tokens: Final = text.split()
-        self.padded: Final = f" {text} "
+        self.text: Final = " ".join(words)
+        self.tokens: Final = frozenset(words)
+        self.padded: Final = f" {self.text} "
 
     def elsewhere(self) -> bool:
         """Whether it is (also) about something other than mel."""
@@ -88,26 +90,25 @@ class Message:
 
 
 def is_frustrated(
-    message: Message,
-    wants_human: Callable[[str, Collection[str]], bool],
-    repeats_previous: Callable[[], bool],
-) -> bool:
+    message: Message, wants_human: Callable[[str, Collection[str]], bool]
+) -> bool | None:
     """Whether the last user message shows frustration with mel.
 
-    ``wants_human`` is the human-request detector; ``repeats_previous`` says whether the
-    message repeats the topic of the couple's previous unanswered message. Both are only
-    consulted when an outburst needs tying to mel.
+    ``None`` means "an outburst about something else": frustration only if the message
+    repeats the couple's previous unanswered message (the caller knows the history).
+    ``wants_human`` is the human-request detector, consulted only when an outburst needs
+    tying to mel.
     """
     raw, text, tokens, padded = message.raw, message.text, message.tokens, message.padded
-    emoji = not raw.isascii()
+    emoji = not raw.isascii() and not _ANY_EMOJI.isdisjoint(raw)
     worded = not ANY_KEYS.isdisjoint(tokens)
-    outburst = emoji and (_has(raw, ANGRY_EMOJI) or _has(raw, CROSS_EMOJI))
+    outburst = emoji and _has(raw, _OUTBURST_EMOJI)
     if worded:
         cleaned, kept, padded_kept = text, tokens, padded
         if not NEUTRALISE.keys.isdisjoint(tokens):
             # removed phrases leave a double space, which no pattern matches across
             cleaned = NEUTRALISE.sub("  ", text)
-            kept, padded_kept = cleaned.split(), f" {cleaned} "
+            kept, padded_kept = frozenset(cleaned.split()), f" {cleaned} "
         if AT_YOU.search(cleaned, kept, padded_kept) or DIRECTED.search(cleaned, kept, padded_kept):
             return True
         outburst = (
@@ -119,12 +120,13 @@ def is_frustrated(
             )
         )
     if outburst:
-        return (
+        if (
             not message.elsewhere()
             or ABOUT_MEL.search(text, tokens, padded)
             or wants_human(text, tokens)
-            or repeats_previous()
-        )
+        ):
+            return True
+        return None
     if raw == raw.lower():  # no capitals at all: the common case
         return False
     return (

@@ -43,7 +43,7 @@ from guard._responses import (
     GUARD_RESPONSE_HUMAN_REQUEST,
     GUARD_RESPONSE_LOOP,
 )
-from guard._text import clip, normalize
+from guard._text import clip, normalized_words
 
 __all__ = ["ConversationGuard", "GuardInput", "GuardKind", "GuardVerdict", "MessageLike"]
 
@@ -165,21 +165,22 @@ class ConversationGuard:
     def evaluate(guard_input: GuardInput) -> GuardVerdict:
         """Decide whether to answer this turn with a canonical reply instead of the LLM."""
         past = getattr(guard_input, "past_turns_without_tool_call", None)
-        turns: int | None = past if isinstance(past, int) else None
-        loop_on = turns is not None and turns >= LOOP_MIN_PAST_TURNS
-        texts = _last_user_texts_fast(getattr(guard_input, "messages", ()), 3 if loop_on else 2)
+        turns = past if isinstance(past, int) else 0
+        messages = getattr(guard_input, "messages", ())
+        loop_on = turns >= LOOP_MIN_PAST_TURNS
+        texts = _last_user_texts_fast(messages, 3 if loop_on else 1)
         if not texts:
             return _PASS
         raw = clip(texts[0])
-        message = Message(raw, normalize(raw))
-
-        def repeats_previous() -> bool:
-            # the couple repeating an unanswered message: swearing at it is at mel
-            return (turns is not None and turns >= 1 and len(texts) > 1) and repeats(
-                message.text, texts[1]
-            )
-
-        if is_frustrated(message, wants_human, repeats_previous):
+        message = Message(raw, normalized_words(raw))
+        frustrated = is_frustrated(message, wants_human)
+        if frustrated is None and turns >= 1:
+            # an outburst about something else, but the couple is repeating a message mel
+            # left unanswered: it is at mel
+            if len(texts) < 2:
+                texts = _last_user_texts_fast(messages, 2)
+            frustrated = len(texts) > 1 and repeats(message.text, texts[1])
+        if frustrated:
             return _FRUSTRATED
         if wants_human(message.text, message.tokens):
             return _HUMAN_REQUEST

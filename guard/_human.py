@@ -22,12 +22,13 @@ import re
 from collections.abc import Collection
 from typing import Final
 
-from guard._lexicon import Pattern, Terms, patterns
+from guard._lexicon import Pattern, Rules, Terms, patterns
 
 __all__ = ["wants_human"]
 
 KEYS: Final = Terms.at("human.keys").keys
 RULES: Final[tuple[Pattern, ...]] = patterns("human.patterns")
+_RULES: Final = Rules(Terms(()), RULES)
 # Talk that is a plan, not a request: removed before RULES run.
 NOT_REQUESTS: Final[tuple[Pattern, ...]] = patterns("human.neutralise.patterns")
 NOT_REQUEST_KEYS: Final = frozenset[str]().union(*(p.keys for p in NOT_REQUESTS))
@@ -53,7 +54,6 @@ def wants_human(text: str, tokens: Collection[str]) -> bool:
         for pattern in NOT_REQUESTS:
             text = pattern.regex.sub("  ", text)
         tokens = text.split()
-    for pattern in RULES:
-        if pattern.search(text, tokens):
-            return True
+    if _RULES.search(text, tokens, ""):
+        return True
     return not BARE_KEYS.isdisjoint(tokens) and BARE.fullmatch(text) is not None

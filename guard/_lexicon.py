@@ -2,7 +2,7 @@
 
 * ``Terms`` — a list of words and phrases (written naturally, normalised here). A word
   matches by set membership, a phrase as whole words in order (a substring test on the
-  space-padded message), and only when its first word is in the message.
+  space-padded message), tried only when its longest word is in the message.
 * ``Rules`` — terms plus regex patterns. Python's ``re`` tries every branch of a big
   alternation at every position, which is what made a first version of the guard cost
   20-40 µs a message; so each pattern carries the words it cannot match without (``keys``,
@@ -37,6 +37,53 @@ __all__ = [
 ]
 
 _REFERENCE: Final = re.compile(r"<([a-z_]+)>")
+# Words in most messages: a phrase is filed under one of its other words when it can be.
+_COMMON: Final = frozenset(
+    (
+        "a",
+        "o",
+        "e",
+        "de",
+        "da",
+        "do",
+        "que",
+        "nao",
+        "me",
+        "te",
+        "se",
+        "um",
+        "uma",
+        "com",
+        "pra",
+        "por",
+        "em",
+        "no",
+        "na",
+        "ta",
+        "to",
+        "eu",
+        "voce",
+        "isso",
+        "mais",
+        "muito",
+        "ja",
+        "so",
+        "tem",
+        "vai",
+        "mesmo",
+        "ai",
+        "la",
+        "aqui",
+        "tudo",
+        "nada",
+        "ser",
+        "foi",
+        "os",
+        "as",
+        "ele",
+        "ela",
+    )
+)
 _WRAP: Final = re.compile(r"\n[ \t]*")
 
 
@@ -109,19 +156,24 @@ def compile_pattern(source: str) -> re.Pattern[str]:
 class Terms:
     """Words and phrases; see the module docstring."""
 
-    __slots__ = ("keys", "phrases", "words")
+    __slots__ = ("keys", "phrase_keys", "phrases", "words")
 
     def __init__(self, terms: Iterable[str]) -> None:
         words: set[str] = set()
         phrases: dict[str, list[str]] = {}
         for term in terms:
-            first, _, rest = term.partition(" ")
-            if rest:
-                phrases.setdefault(first, []).append(f" {term} ")
+            if " " in term:
+                # filed under its rarest word (the longest one that is not everywhere), so
+                # the fewest messages have to try it
+                parts = term.split()
+                key = max([w for w in parts if w not in _COMMON] or parts, key=len)
+                phrases.setdefault(key, []).append(f" {term} ")
             else:
                 words.add(term)
         self.words: Final = frozenset(words)
-        self.phrases: Final = {first: tuple(found) for first, found in phrases.items()}
+        #: the longest word of each phrase → the space-padded phrases filed under it
+        self.phrases: Final = {key: tuple(found) for key, found in phrases.items()}
+        self.phrase_keys: Final = frozenset(self.phrases)
         #: a message with none of these words cannot match
         self.keys: Final = self.words | frozenset(phrases)
 
@@ -132,16 +184,14 @@ class Terms:
 
     def search(self, padded: str, tokens: Collection[str]) -> bool:
         """Whether the message holds one of the terms."""
+        if self.keys.isdisjoint(tokens):
+            return False
         if not self.words.isdisjoint(tokens):
             return True
-        if not self.phrases:
-            return False
-        for token in tokens:
-            found = self.phrases.get(token)
-            if found is not None:
-                for phrase in found:
-                    if phrase in padded:
-                        return True
+        for key in self.phrase_keys.intersection(tokens):
+            for phrase in self.phrases[key]:
+                if phrase in padded:
+                    return True
         return False
 
 
@@ -189,7 +239,7 @@ def patterns(path: str, value: object = None) -> tuple[Pattern, ...]:
 class Rules:
     """Terms plus key-gated patterns, as one detector step."""
 
-    __slots__ = ("keys", "patterns", "terms")
+    __slots__ = ("_always", "_masks", "_pattern_keys", "keys", "patterns", "terms")
 
     def __init__(self, terms: Terms, patterns: tuple[Pattern, ...]) -> None:
         self.terms: Final = terms
@@ -200,13 +250,37 @@ class Rules:
             if any(not p.keys for p in patterns)
             else terms.keys.union(*(p.keys for p in patterns))
         )
+        # key word → the patterns it unlocks, as a bit mask of their positions, so that a
+        # message only visits its own candidates, in the order the lexicon lists them (the
+        # common forms first)
+        masks: dict[str, int] = {}
+        for index, pattern in enumerate(patterns):
+            for key in pattern.keys:
+                masks[key] = masks.get(key, 0) | 1 << index
+        self._masks: Final = masks
+        self._pattern_keys: Final = frozenset(masks)
+        self._always: Final = tuple(p for p in patterns if not p.keys)
 
     def search(self, text: str, tokens: Collection[str], padded: str) -> bool:
         """Whether the message holds a term or matches a pattern."""
+        if self.keys and self.keys.isdisjoint(tokens):
+            return False
         if self.terms.search(padded, tokens):
             return True
-        for pattern in self.patterns:  # noqa: SIM110 - a plain loop beats any() here
-            if pattern.search(text, tokens):
+        for pattern in self._always:
+            if pattern.regex.search(text) is not None:
+                return True
+        candidates = 0
+        for key in self._pattern_keys.intersection(tokens):
+            candidates |= self._masks[key]
+        patterns = self.patterns
+        while candidates:
+            lowest = candidates & -candidates
+            candidates ^= lowest
+            pattern = patterns[lowest.bit_length() - 1]
+            if pattern.requires and pattern.requires.isdisjoint(tokens):
+                continue
+            if pattern.regex.search(text) is not None:
                 return True
         return False
 

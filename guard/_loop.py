@@ -112,11 +112,16 @@ def _root(word: str) -> str:
     return word
 
 
-def _index() -> tuple[dict[str, tuple[tuple[str, str], ...]], list[tuple[str, str, str]]]:
-    """word → its (kind, name) concepts; phrases (padded, kind, name), longest first."""
-    words: dict[str, list[tuple[str, str]]] = {}
-    roots: dict[str, list[tuple[str, str]]] = {}
-    phrases: list[tuple[str, str, str]] = []
+_Concept = tuple[str, str]  # (kind, name)
+_Phrase = tuple[str, str, str]  # (padded phrase, kind, name)
+
+
+def _index() -> tuple[dict[str, tuple[_Concept, ...]], dict[str, tuple[_Phrase, ...]]]:
+    """word → its concepts (and "~root" → concepts for the groups' words of more than 3
+    letters); a phrase's rarest word → the phrases filed under it."""
+    words: dict[str, set[_Concept]] = {}
+    roots: dict[str, set[_Concept]] = {}
+    phrases: dict[str, list[_Phrase]] = {}
     for kind, path in (
         (_TOPIC, "loop.topics"),
         (_GENERIC, "loop.generic"),
@@ -128,24 +133,23 @@ def _index() -> tuple[dict[str, tuple[tuple[str, str], ...]], list[tuple[str, st
                 raise LexiconError(f"lexicon.toml: period '{name}' must be 'kind:value'")
             group = Terms.at(f"{path}.{name}")
             for word in group.words:
-                words.setdefault(word, []).append((kind, name))
+                words.setdefault(word, set()).add((kind, name))
                 if kind != _PERIOD and len(word) > 3:
-                    roots.setdefault(_root(word), []).append((kind, name))
-            for found in group.phrases.values():
-                phrases.extend((phrase, kind, name) for phrase in found)
-    phrases.sort(key=lambda item: (-len(item[0]), item))
+                    roots.setdefault(_root(word), set()).add((kind, name))
+            for key, found in group.phrases.items():
+                phrases.setdefault(key, []).extend((phrase, kind, name) for phrase in found)
     for root, concepts in roots.items():  # an exact word wins over a root
         words.setdefault(f"~{root}", concepts)
-    return {word: tuple(set(concepts)) for word, concepts in words.items()}, phrases
+    return (
+        {word: tuple(sorted(concepts)) for word, concepts in words.items()},
+        {key: tuple(found) for key, found in phrases.items()},
+    )
 
 
-# word → concepts, and "~root" → concepts for the groups' words of more than 3 letters
 _WORDS, _PHRASES = _index()
-_PHRASE_FIRSTS: Final = frozenset(phrase.split()[0] for phrase, _, _ in _PHRASES)
 _STOP_TERMS: Final = Terms.at("loop.stop")
 _STOP: Final = _STOP_TERMS.words
-_STOP_PHRASES: Final = tuple(p for found in _STOP_TERMS.phrases.values() for p in found)
-_PHRASE_KEYS: Final = _PHRASE_FIRSTS | frozenset(_STOP_TERMS.phrases)
+_STOP_PHRASES: Final = _STOP_TERMS.phrases
 CONFLICTING_INTENTS: Final = frozenset(strings("loop.conflicting_intents"))
 
 
@@ -167,23 +171,23 @@ class Meaning:
         return bool(self.topics or self.generic or self.intents or self.amounts or self.stems)
 
 
-@functools.lru_cache(maxsize=2048)
-def meaning(text: str) -> Meaning:
-    """The meaning of a normalised message."""
+def _meaning(text: str) -> Meaning:
     tokens = text.split()
     remaining = set(tokens)
-    concepts: set[tuple[str, str]] = set()
-    if not _PHRASE_KEYS.isdisjoint(remaining):
-        padded = f" {text} "
-        for phrase in _STOP_PHRASES:
+    concepts: set[_Concept] = set()
+    padded = f" {text} "
+    stop_phrases = [p for t in remaining for p in _STOP_PHRASES.get(t, ()) if p in padded]
+    phrases = [p for t in remaining for p in _PHRASES.get(t, ()) if p[0] in padded]
+    if stop_phrases or phrases:
+        for phrase in stop_phrases:
+            padded = padded.replace(phrase, "  ")
+        if len(phrases) > 1:  # longest first, so "mercado pago" is not read as "mercado"
+            phrases.sort(key=lambda p: (-len(p[0]), p))
+        for phrase, kind, name in phrases:
             if phrase in padded:
-                padded = padded.replace(phrase, "  ")
-        if not _PHRASE_FIRSTS.isdisjoint(padded.split()):
-            for phrase, kind, name in _PHRASES:
-                if phrase in padded:
-                    concepts.add((kind, name))
-                    if kind != _INTENT:  # a kind of question leaves its words to the topic
-                        padded = padded.replace(phrase, "  ")
+                concepts.add((kind, name))
+                if kind != _INTENT:  # a kind of question leaves its words to the topic
+                    padded = padded.replace(phrase, "  ")
         remaining = set(padded.split())
     stems: set[str] = set()
     amounts: set[str] = set()
@@ -217,6 +221,11 @@ def meaning(text: str) -> Meaning:
         frozenset(stems),
         frozenset(tokens),
     )
+
+
+#: The meaning of a normalised message. Cached: the couple's previous messages come back
+#: in every later turn's comparison.
+meaning: Final = functools.lru_cache(maxsize=4096)(_meaning)
 
 
 def has_content(text: str) -> bool:

@@ -27,7 +27,7 @@ from typing import Final
 
 from guard._data import LexiconError, string, strings, table
 
-__all__ = ["MAX_CHARS", "clip", "normalize"]
+__all__ = ["MAX_CHARS", "clip", "normalize", "normalized_words"]
 
 #: Longer texts are clipped to their first HEAD and last TAIL characters.
 MAX_CHARS: Final = 600
@@ -74,7 +74,10 @@ _EMOJI_WORDS: Final = tuple(
 # Censored swear words: a word with * # or @ among its letters, or a digit standing for a
 # letter ("p*rra", "c*", "m3rda", "c@ralho"), and single letters between dots ("p.q.p").
 _CENSOR_TARGETS: Final = tuple(strings("censored.targets"))
-_MAYBE_CENSORED: Final = re.compile(r"[*#@]|[a-z][01347]|[01347][a-z]|\b[a-z]\.[a-z]\.")
+# Cheap pre-checks (a regex scan of the whole text costs 1-3 µs; these cost ~0.2).
+_HIDDEN_MARKS: Final = ("*", "#", "@")
+_LEET_DIGITS: Final = ("0", "1", "3", "4", "7")
+_DOTTED_HINT: Final = re.compile(r"\.[a-z]\.")
 _CANDIDATE: Final = re.compile(r"[a-z0-9*#@]*[a-z*#@][a-z0-9*#@]*")
 _DOTTED: Final = re.compile(r"\b[a-z](?:\.[a-z]){2,}\b")
 _LEET: Final = {"0": "o", "1": "i", "3": "e", "4": "a", "7": "t", "@": "a"}
@@ -108,9 +111,17 @@ def _restore(word: str) -> str:
 
 
 def _uncensor(text: str) -> str:
-    if "." in text:
+    """``text`` with letters hidden by * # @, and dotted letters, restored."""
+    if "." in text and _DOTTED_HINT.search(text) is not None:
         text = _DOTTED.sub(lambda m: m.group().replace(".", ""), text)
-    return _CANDIDATE.sub(lambda m: _restore(m.group()), text)
+    if _has_any(text, _HIDDEN_MARKS):
+        text = _CANDIDATE.sub(lambda m: _restore(m.group()), text)
+    return text
+
+
+def _unleet(words: list[str]) -> list[str]:
+    """Words with a digit standing for a letter restored ("m3rda" → "merda")."""
+    return [_restore(w) if not w.isalpha() and not w.isdigit() else w for w in words]
 
 
 def _number_words() -> dict[str, tuple[int, int]]:
@@ -199,15 +210,22 @@ def clip(text: str) -> str:
 
 def normalize(text: str) -> str:
     """The canonical matching form of ``text`` (see the module docstring)."""
+    return " ".join(normalized_words(text))
+
+
+def normalized_words(text: str) -> list[str]:
+    """The words of ``normalize(text)``."""
     out = clip(text).lower()
     if not out.isascii():
         for emoji, word in _EMOJI_WORDS:
             if emoji in out:
                 out = out.replace(emoji, f" {word} ")
         out = unicodedata.normalize("NFKD", out).encode("ascii", "ignore").decode("ascii")
-    if _MAYBE_CENSORED.search(out) is not None:
+    if "." in out or _has_any(out, _HIDDEN_MARKS):
         out = _uncensor(out)
     words = _WORD.findall(out)
+    if _has_any(out, _LEET_DIGITS):
+        words = _unleet(words)
     if _has_any(out, _LAUGH_MARKS):
         words = _drop_laughter(words)
         out = " ".join(words)
@@ -228,4 +246,4 @@ def normalize(text: str) -> str:
         words = " ".join([_SPELLING.get(word, word) for word in words]).split()
     if not _NUMBER_KEYS.isdisjoint(words):
         words = _spoken_numbers(words)
-    return " ".join(words)
+    return words
