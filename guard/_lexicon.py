@@ -38,52 +38,14 @@ __all__ = [
 
 _REFERENCE: Final = re.compile(r"<([a-z_]+)>")
 # Words in most messages: a phrase is filed under one of its other words when it can be.
-_COMMON: Final = frozenset(
-    (
-        "a",
-        "o",
-        "e",
-        "de",
-        "da",
-        "do",
-        "que",
-        "nao",
-        "me",
-        "te",
-        "se",
-        "um",
-        "uma",
-        "com",
-        "pra",
-        "por",
-        "em",
-        "no",
-        "na",
-        "ta",
-        "to",
-        "eu",
-        "voce",
-        "isso",
-        "mais",
-        "muito",
-        "ja",
-        "so",
-        "tem",
-        "vai",
-        "mesmo",
-        "ai",
-        "la",
-        "aqui",
-        "tudo",
-        "nada",
-        "ser",
-        "foi",
-        "os",
-        "as",
-        "ele",
-        "ela",
-    )
-)
+# fmt: off
+_COMMON: Final = frozenset((
+    "a", "o", "e", "de", "da", "do", "que", "nao", "me", "te", "se", "um", "uma", "com", "pra",
+    "por", "em", "no", "na", "ta", "to", "eu", "voce", "isso", "mais", "muito", "ja", "so",
+    "tem", "vai", "mesmo", "ai", "la", "aqui", "tudo", "nada", "ser", "foi", "os", "as", "ele",
+    "ela",
+))
+# fmt: on
 _WRAP: Final = re.compile(r"\n[ \t]*")
 
 
