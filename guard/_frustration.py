@@ -37,9 +37,9 @@ from collections.abc import Callable, Collection
 from typing import Final
 
 from guard._data import string
-from guard._lexicon import Terms, rules
+from guard._lexicon import Terms, rules, tokens_of
 
-__all__ = ["caps_abuse", "is_frustrated"]
+__all__ = ["ANY_KEYS", "EMOJI", "Message", "caps_abuse", "is_frustrated"]
 
 AT_YOU: Final = rules("frustration.at_you")
 DIRECTED: Final = rules("frustration.directed")
@@ -54,11 +54,12 @@ ANGRY_EMOJI: Final = frozenset(string("frustration.emoji.angry"))
 CROSS_EMOJI: Final = frozenset(string("frustration.emoji.cross"))
 PRAISE_EMOJI: Final = frozenset(string("frustration.emoji.praise"))
 _OUTBURST_EMOJI: Final = ANGRY_EMOJI | CROSS_EMOJI
-_ANY_EMOJI: Final = _OUTBURST_EMOJI | PRAISE_EMOJI
+#: Every emoji the detector looks at.
+EMOJI: Final = _OUTBURST_EMOJI | PRAISE_EMOJI
 
 # A message with none of these words can only be frustrated through emoji or capitals.
-# (Sarcasm needs a failure word, so FAILURE's keys stand for it.)
-ANY_KEYS: Final = AT_YOU.keys | DIRECTED.keys | OUTBURST.keys | FAILURE.keys
+# (Sarcasm needs a praise word or 👏 — the emoji are checked apart.)
+ANY_KEYS: Final = AT_YOU.keys | DIRECTED.keys | OUTBURST.keys | PRAISE.keys
 
 
 def caps_abuse(raw: str) -> bool:
@@ -81,12 +82,12 @@ class Message:
     def __init__(self, raw: str, words: list[str]) -> None:
         self.raw: Final = raw
         self.text: Final = " ".join(words)
-        self.tokens: Final = frozenset(words)
+        self.tokens: Final = words  # a list: the key sets' isdisjoint() takes any iterable
         self.padded: Final = f" {self.text} "
 
     def elsewhere(self) -> bool:
         """Whether it is (also) about something other than mel."""
-        return ELSEWHERE.search(self.text, self.tokens, self.padded)
+        return ELSEWHERE.search(self.text, tokens_of(self.tokens, self.text), self.padded)
 
 
 def is_frustrated(
@@ -100,15 +101,15 @@ def is_frustrated(
     tying to mel.
     """
     raw, text, tokens, padded = message.raw, message.text, message.tokens, message.padded
-    emoji = not raw.isascii() and not _ANY_EMOJI.isdisjoint(raw)
+    emoji = not raw.isascii() and not EMOJI.isdisjoint(raw)
     worded = not ANY_KEYS.isdisjoint(tokens)
     outburst = emoji and _has(raw, _OUTBURST_EMOJI)
     if worded:
         cleaned, kept, padded_kept = text, tokens, padded
         if not NEUTRALISE.keys.isdisjoint(tokens):
             # removed phrases leave a double space, which no pattern matches across
-            cleaned = NEUTRALISE.sub("  ", text)
-            kept, padded_kept = frozenset(cleaned.split()), f" {cleaned} "
+            cleaned = NEUTRALISE.sub("  ", text, tokens)
+            kept, padded_kept = cleaned.split(), f" {cleaned} "
         if AT_YOU.search(cleaned, kept, padded_kept) or DIRECTED.search(cleaned, kept, padded_kept):
             return True
         outburst = (

@@ -35,8 +35,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final, Literal, Protocol
 
-from guard._frustration import Message, is_frustrated
-from guard._human import wants_human
+from guard._frustration import ANY_KEYS, EMOJI, Message, is_frustrated
+from guard._human import KEYS, wants_human
 from guard._loop import is_loop, repeats
 from guard._responses import (
     GUARD_RESPONSE_FRUSTRATED,
@@ -89,6 +89,9 @@ class GuardVerdict:
 
 
 _PASS: Final = GuardVerdict(preempt=False)
+# Words some frustration or human-request rule needs: a message with none of them (and no
+# emoji, no "!!!") can only be a loop.
+_KEY_WORDS: Final = ANY_KEYS | KEYS
 _FRUSTRATED: Final = GuardVerdict(True, "frustrated", GUARD_RESPONSE_FRUSTRATED)
 _HUMAN_REQUEST: Final = GuardVerdict(True, "human-request", GUARD_RESPONSE_HUMAN_REQUEST)
 _LOOP: Final = GuardVerdict(True, "loop", GUARD_RESPONSE_LOOP)
@@ -172,7 +175,17 @@ class ConversationGuard:
         if not texts:
             return _PASS
         raw = clip(texts[0])
-        message = Message(raw, normalized_words(raw))
+        words = normalized_words(raw)
+        if (
+            _KEY_WORDS.isdisjoint(words)
+            and raw.count("!") < 3
+            and (raw.isascii() or EMOJI.isdisjoint(raw))
+        ):
+            # no word, emoji or shouting any detector looks at: only a loop is possible
+            if loop_on and len(texts) == 3 and is_loop(" ".join(words), texts[1], texts[2]):
+                return _LOOP
+            return _PASS
+        message = Message(raw, words)
         frustrated = is_frustrated(message, wants_human)
         if frustrated is None and turns >= 1:
             # an outburst about something else, but the couple is repeating a message mel

@@ -26,6 +26,7 @@ from guard._data import LexiconError, string, strings, table
 from guard._text import normalize
 
 __all__ = [
+    "NUMBER",
     "Pattern",
     "Rules",
     "Terms",
@@ -34,18 +35,23 @@ __all__ = [
     "key_words",
     "patterns",
     "rules",
+    "tokens_of",
 ]
 
 _REFERENCE: Final = re.compile(r"<([a-z_]+)>")
-# Words in most messages: a phrase is filed under one of its other words when it can be.
+# Words in most messages, the most common first: a phrase is filed under its word that is
+# not in here, or else under the one furthest down (the rarest of them).
 # fmt: off
-_COMMON: Final = frozenset((
-    "a", "o", "e", "de", "da", "do", "que", "nao", "me", "te", "se", "um", "uma", "com", "pra",
-    "por", "em", "no", "na", "ta", "to", "eu", "voce", "isso", "mais", "muito", "ja", "so",
-    "tem", "vai", "mesmo", "ai", "la", "aqui", "tudo", "nada", "ser", "foi", "os", "as", "ele",
-    "ela",
-))
+_COMMON: Final = (
+    "a", "o", "e", "de", "que", "nao", "da", "do", "em", "no", "na", "pra", "um", "uma", "com",
+    "me", "te", "se", "eu", "voce", "ta", "to", "os", "as", "por", "isso", "mais", "muito",
+    "ja", "tem", "vai", "ai", "la", "aqui", "mel", "anota", "registra", "quanto", "gastei",
+    "paguei", "conta", "mes", "reais", "valor", "dinheiro", "tudo", "ser", "foi", "ele",
+    "ela", "gente", "mesmo", "quero", "demais", "obrigado", "obrigada", "valeu", "tenho", "ver",
+    "so", "nada",
+)
 # fmt: on
+_RANK: Final = {word: rank for rank, word in enumerate(_COMMON)}
 _WRAP: Final = re.compile(r"\n[ \t]*")
 
 
@@ -90,14 +96,32 @@ def fragment(name: str, _seen: tuple[str, ...] = ()) -> str:
     return _REFERENCE.sub(lambda m: fragment(m.group(1), (*_seen, name)), source)
 
 
+#: The pseudo-word a message's tokens hold when it holds a number (``<number>`` in keys).
+NUMBER: Final = "#"
+
+
+def tokens_of(words: Iterable[str], text: str) -> frozenset[str]:
+    """The token set the rules look at: the words, plus ``NUMBER`` when there is a number
+    (``text`` is the words joined)."""
+    tokens = frozenset(words)
+    # normalised text is lower-case letters, digits and spaces: not all letters means digits
+    if text and not text.replace(" ", "").isalpha():
+        return tokens | {NUMBER}
+    return tokens
+
+
 def key_words(spec: str) -> frozenset[str]:
     """Space-separated words; ``<name>`` adds the longest word of every term of the term-list
-    fragment ``name`` (a term cannot match without its longest word)."""
+    fragment ``name`` (a term cannot match without its longest word), ``<number>`` stands
+    for any number."""
     out: set[str] = set()
     for item in spec.split():
         match = _REFERENCE.fullmatch(item)
         if match is None:
             out.add(item)
+            continue
+        if match.group(1) == "number":
+            out.add(NUMBER)
             continue
         value = _FRAGMENTS.get(match.group(1))
         if not isinstance(value, list):
@@ -127,8 +151,8 @@ class Terms:
             if " " in term:
                 # filed under its rarest word (the longest one that is not everywhere), so
                 # the fewest messages have to try it
-                parts = term.split()
-                key = max([w for w in parts if w not in _COMMON] or parts, key=len)
+                rare = [word for word in term.split() if word not in _RANK]
+                key = max(rare, key=len) if rare else max(term.split(), key=_RANK.__getitem__)
                 phrases.setdefault(key, []).append(f" {term} ")
             else:
                 words.add(term)
@@ -246,9 +270,14 @@ class Rules:
                 return True
         return False
 
-    def sub(self, replacement: str, text: str) -> str:
-        """``text`` with every pattern match replaced (terms are not replaced)."""
+    def sub(self, replacement: str, text: str, tokens: Collection[str]) -> str:
+        """``text`` with every match of a pattern whose keys it holds replaced (terms are
+        not replaced)."""
         for pattern in self.patterns:
+            if pattern.keys and pattern.keys.isdisjoint(tokens):
+                continue
+            if pattern.requires and pattern.requires.isdisjoint(tokens):
+                continue
             text = pattern.regex.sub(replacement, text)
         return text
 

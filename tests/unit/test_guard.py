@@ -24,6 +24,7 @@ from guard import (
     _loop,
     _text,
 )
+from guard._lexicon import NUMBER
 
 GUARD_DIR = Path(__file__).resolve().parents[2] / "guard"
 
@@ -564,7 +565,7 @@ def test_lexicon_keys_and_terms_are_in_normalised_form() -> None:
     key_sets += [p.keys | p.requires for p in _human.RULES]
     key_sets += [_human.KEYS, _loop._STOP, _frustration.ELSEWHERE.terms.keys]
     for keys in key_sets:
-        for word in keys:
+        for word in keys - {NUMBER}:
             assert _text.normalize(word) == word, word
 
 
