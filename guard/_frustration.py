@@ -112,14 +112,12 @@ def is_frustrated(
             kept, padded_kept = cleaned.split(), f" {cleaned} "
         if AT_YOU.search(cleaned, kept, padded_kept) or DIRECTED.search(cleaned, kept, padded_kept):
             return True
+        outburst = outburst or OUTBURST.search(cleaned, kept, padded_kept)
+    if not outburst and (worded or emoji):
+        # sarcasm: praise (or 👏) next to a failure
         outburst = (
-            outburst
-            or OUTBURST.search(cleaned, kept, padded_kept)
-            or (
-                (PRAISE.search(padded, tokens) or (emoji and _has(raw, PRAISE_EMOJI)))
-                and FAILURE.search(padded, tokens)
-            )
-        )
+            PRAISE.search(padded, tokens) or (emoji and _has(raw, PRAISE_EMOJI))
+        ) and FAILURE.search(padded, tokens)
     if outburst:
         if (
             not message.elsewhere()

@@ -44,6 +44,8 @@ from guard._responses import (
     GUARD_RESPONSE_LOOP,
 )
 from guard._text import clip, normalized_words
+from guard._typos import MAX_WORDS as TYPO_MAX_WORDS
+from guard._typos import MEL_WORDS, fix_typos
 
 __all__ = ["ConversationGuard", "GuardInput", "GuardKind", "GuardVerdict", "MessageLike"]
 
@@ -176,6 +178,8 @@ class ConversationGuard:
             return _PASS
         raw = clip(texts[0])
         words = normalized_words(raw)
+        if len(words) <= TYPO_MAX_WORDS or not MEL_WORDS.isdisjoint(words):
+            words = fix_typos(words)  # "esse bot nao fucniona", "falr com atendnte"
         if (
             _KEY_WORDS.isdisjoint(words)
             and raw.count("!") < 3

@@ -151,6 +151,8 @@ _STOP_TERMS: Final = Terms.at("loop.stop")
 _STOP: Final = _STOP_TERMS.words
 _STOP_PHRASES: Final = _STOP_TERMS.phrases
 CONFLICTING_INTENTS: Final = frozenset(strings("loop.conflicting_intents"))
+# A comparison names two periods: they do not conflict.
+_COMPARE: Final = frozenset(("compare",))
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,7 +198,8 @@ def _meaning(text: str) -> Meaning:
         if found is not None:
             concepts.update(found)
         elif word.isdigit():
-            amounts.add(word)
+            if word.strip("0"):  # "89,00": the cents are not another amount
+                amounts.add(word)
         elif word not in _STOP:
             root = _root(word)
             found = _WORDS.get(f"~{root}") if len(word) > 3 else None
@@ -238,7 +241,7 @@ def _conflict(a: Meaning, b: Meaning) -> bool:
         return True
     if a.amounts and b.amounts and a.amounts != b.amounts:
         return True
-    if a.periods and b.periods:
+    if a.periods and b.periods and not (a.intents & _COMPARE or b.intents & _COMPARE):
         a_kinds = {kind for kind, _ in a.periods}
         b_kinds = {kind for kind, _ in b.periods}
         for kind in a_kinds & b_kinds:

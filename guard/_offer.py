@@ -19,6 +19,7 @@ from typing import Final
 from guard._data import LexiconError, string, table
 from guard._lexicon import Terms
 from guard._text import normalized_words
+from guard._typos import one_typo_away
 
 __all__ = ["accepts_human_offer"]
 
@@ -52,24 +53,6 @@ _EMOJI_DRESSING: Final = frozenset("\ufe0f\u200d \t\n!.") | {
 }
 
 
-def _one_typo_away(word: str, known: str) -> bool:
-    """Damerau-Levenshtein distance exactly 1 (both at least 4 letters)."""
-    if word == known or abs(len(word) - len(known)) > 1:
-        return False
-    if len(word) == len(known):
-        diffs = [i for i, (a, b) in enumerate(zip(word, known, strict=True)) if a != b]
-        if len(diffs) == 1:
-            return True
-        return (
-            len(diffs) == 2
-            and diffs[1] == diffs[0] + 1
-            and word[diffs[0]] == known[diffs[1]]
-            and word[diffs[1]] == known[diffs[0]]
-        )
-    short, long = (word, known) if len(word) < len(known) else (known, word)
-    return any(long[:i] + long[i + 1 :] == short for i in range(len(long)))
-
-
 def _fix(word: str) -> str | None:
     """``word`` itself if known, the known word one typo away, else None."""
     if word in _VOCABULARY:
@@ -77,7 +60,7 @@ def _fix(word: str) -> str | None:
     if len(word) < 4:
         return None
     for known in _SORTED_VOCABULARY:  # sorted: the same answer on every run
-        if _one_typo_away(word, known):
+        if one_typo_away(word, known):
             return known
     return None
 

@@ -5,6 +5,7 @@ consistency. The AgentChat-level scenarios live with the agent tests."""
 from __future__ import annotations
 
 import ast
+import itertools
 import re
 import sys
 from dataclasses import dataclass
@@ -295,6 +296,10 @@ def test_no_user_message_no_preempt() -> None:
         "preciso que alguém olhe minha conta",
         "ATENDENTE",
         "operador",
+        "falr com atendnte",
+        "me passa pra um de vcs",
+        "responde ai alguem da equipe, pfv",
+        "tem como eu falar com quem criou a mel?",
     ],
 )
 def test_human_requests_phrased_many_ways(text: str) -> None:
@@ -320,6 +325,8 @@ def test_human_requests_phrased_many_ways(text: str) -> None:
         "Itau: PIX enviado de R$ 300,00. Nao reconhece? Fale com a gente no 3003 4828",
         "o banco vai me ligar amanhã sobre o limite",
         "qual o telefone da loja? preciso trocar o presente",
+        "a loja disse pra falar com o suporte deles pra trocar a tv",
+        "minha mae vive dizendo q eu preciso falar com um especialista em investimento",
     ],
 )
 def test_talk_about_other_people_is_not_a_human_request(text: str) -> None:
@@ -355,6 +362,14 @@ def test_talk_about_other_people_is_not_a_human_request(text: str) -> None:
         "VAI TOMAR NO C*",
         "bah, que bot mais tosco tchê",
         "vc é surda?",
+        # typos, diminutives, paying for this, time wasted, the account deleted
+        "esse bot nao fucniona",
+        "bot intuil",
+        "q robozinho mais burrinho",
+        "tá, e pra que eu pago vcs mesmo?",
+        "perdi 20 min aqui com vc pra nada",
+        "excluí minha conta, tchau",
+        "nossa q rapidez pra errar hein 👏👏👏",
     ],
 )
 def test_frustration_without_the_spec_word_list(text: str) -> None:
@@ -385,6 +400,11 @@ def test_frustration_without_the_spec_word_list(text: str) -> None:
         "porra meu cartao foi clonado, me mostra as ultimas compras do inter",
         "minha sogra pediu 500 emprestado de novo 🙄 anota como emprestimo pra ela",
         "que ótimo, o mercado aumentou de novo",
+        # the partner, not mel; another app; another company's stars
+        "amor vc é mt burro, gastou 300 no bar 🙄 mel anota isso",
+        "desinstalei o app do ifood pra parar de gastar kkkk quanto gastei la esse mes?",
+        "dei 1 estrela pro uber, motorista horrivel. corrida foi 32,50",
+        "vc pagou o barro da obra?",  # one typo from "burro", but about the partner's errand
     ],
 )
 def test_negative_words_about_something_else_are_not_frustration(text: str) -> None:
@@ -569,9 +589,48 @@ def test_lexicon_keys_and_terms_are_in_normalised_form() -> None:
             assert _text.normalize(word) == word, word
 
 
+def test_wrapped_lexicon_patterns_keep_their_spaces() -> None:
+    """A line break inside a pattern is removed with the indentation after it: a line that
+    ends a word or a group and a next line that starts a word were glued by mistake."""
+    text = (GUARD_DIR / "lexicon.toml").read_text(encoding="utf-8")
+    for block in re.findall(r"'''(.*?)'''", text, re.S):
+        lines = block.split("\n")
+        for before, after in itertools.pairwise(lines):
+            nxt = after.strip()
+            glued = (
+                bool(nxt)
+                and nxt[0].isalnum()
+                and (before[-1:].isalnum() or re.search(r"[^ ]\)[?*]?$", before) is not None)
+            )
+            assert not glued, (before, after)
+
+
 def test_every_gated_pattern_has_keys() -> None:
     """A pattern without keys would run on every message (and break the fast exit)."""
     for rules in (_frustration.AT_YOU, _frustration.DIRECTED, _frustration.OUTBURST):
         assert rules.keys, rules
         assert all(p.keys for p in rules.patterns)
     assert all(p.keys for p in _human.RULES)
+
+
+# ------------------------------------------------------------------------------ typos
+
+
+def test_one_typo_is_forgiven_on_the_words_that_allow_it() -> None:
+    from guard._typos import fix_typos, one_typo_away
+
+    assert fix_typos(["esse", "bot", "nao", "fucniona"]) == ["esse", "bot", "nao", "funciona"]
+    assert fix_typos(["bot", "intuil"]) == ["bot", "inutil"]  # two letters swapped
+    assert fix_typos(["falr", "com", "atendnte"]) == ["falar", "com", "atendente"]
+    assert fix_typos(["barro", "lendo", "entendo"]) == ["barro", "lendo", "entendo"]
+    assert fix_typos(["funcionou"]) == ["funcionou"]  # a word the lexicon knows
+    assert one_typo_away("intuil", "inutil")
+    assert not one_typo_away("inutil", "inutil")
+    assert not one_typo_away("fncna", "funciona")
+
+
+def test_typos_are_only_fixed_in_short_messages_or_ones_that_mention_mel() -> None:
+    assert evaluate("esse bot nao fucniona").kind == "frustrated"
+    assert evaluate("falr com atendnte").kind == "human-request"
+    long_message = "o pessoal do trabalho falr com atendnte da loja amanha cedo"
+    assert evaluate(long_message).kind is None
