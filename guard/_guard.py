@@ -22,10 +22,13 @@ Where spec 023 contradicts its own scenarios, the scenarios win:
     accents stripped, light stemming) with the overlap coefficient > 0.7 — see
     ``_loop``. All three messages must be pairwise similar.
 
-Two further choices, from the quality target rather than the spec: capitals alone are not
-frustration (the spec's caps heuristic needs a second signal), and negative words that
-describe something other than mel ("taxa do lixo", "o trânsito tava horrível") are not
-frustration — see ``_frustration``.
+Further choices, from issue 13 rather than the spec: capitals are not anger (the spec's
+caps heuristic counts only with "!!!": "BOA NOITE, GOSTARIA DE FALAR COM UM ATENDENTE" is
+a request); swearing or negative words about something other than mel ("pqp, a enel me
+cobrou 412, registra na luz", "taxa do lixo") are not frustration; asking whether mel is a
+person or a robot is a human request; and loops are compared by meaning — see
+``_frustration``, ``_human`` and ``_loop``. Every word list, phrase pattern and synonym
+group is in ``guard/lexicon.toml``.
 """
 
 from __future__ import annotations

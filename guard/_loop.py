@@ -17,11 +17,13 @@ A word that is not in a group but shares a group word's root counts as that word
 ("economizou" is in the group of "economizar").
 
 Two messages are *similar* when both have content (anything but a period), nothing
-conflicts, and they share a topic, concept, intent, amount or stem — or the spec's Jaccard
-is > 0.7. Conflicts: both name topics and share none ("e a luz?" / "e a água?"); both name
-a period of the same kind with different values ("abril" / "maio"); both hold amounts that
-differ (a correction: "anota 50 de gasolina" / "foi 55"); both ask conflicting kinds of
-question ("quanto foi a luz?" / "quando vence a luz?").
+conflicts, and they share a topic, concept, intent or amount, or most of their other
+content words (shared stems over the smaller set > 0.7: "primeira pergunta" / "segunda
+pergunta" are two questions) — or the spec's Jaccard is > 0.7. Conflicts: both name
+topics and share none ("e a luz?" / "e a água?"); both name a period of the same kind with
+different values ("abril" / "maio"), unless one compares periods ("pior que o mês
+passado?"); both hold amounts that differ (a correction: "anota 50 de gasolina" / "foi
+55"); both ask conflicting kinds of question ("quanto foi a luz?" / "quando vence a luz?").
 
 The loop needs the last *three* user messages pairwise similar and the caller's
 ``past_turns_without_tool_call >= 2``: the bot has already failed twice, so a same-topic
@@ -262,8 +264,12 @@ def similar(a: Meaning, b: Meaning) -> bool:
         or not a.generic.isdisjoint(b.generic)
         or not a.intents.isdisjoint(b.intents)
         or not a.amounts.isdisjoint(b.amounts)
-        or not a.stems.isdisjoint(b.stems)
     ):
+        return True
+    # words the lexicon does not know: most of them shared ("primeira pergunta" / "segunda
+    # pergunta" share only "pergunta" and are two questions)
+    shared = len(a.stems & b.stems)
+    if shared and shared / min(len(a.stems), len(b.stems)) > JACCARD_THRESHOLD:
         return True
     return len(a.tokens & b.tokens) / len(a.tokens | b.tokens) > JACCARD_THRESHOLD
 

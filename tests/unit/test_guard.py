@@ -220,6 +220,7 @@ def test_rephrasings_of_one_question_are_a_loop(texts: tuple[str, ...]) -> None:
         ("quanto foi a luz em março?", "e abril?", "maio?"),
         ("quanto gastei de luz?", "quando vence a luz?", "quanto foi a luz?"),
         ("saldo?", "e a fatura?", "e a meta da viagem?"),
+        ("primeira pergunta", "segunda pergunta", "terceira pergunta"),
     ],
 )
 def test_corrections_months_and_other_questions_are_not_a_loop(texts: tuple[str, ...]) -> None:
