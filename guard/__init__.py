@@ -6,11 +6,14 @@
     >>> ConversationGuard.evaluate(GuardInput(messages=[Msg()])).kind
     'human-request'
 
-See ``guard._guard`` for the choices made where the spec contradicts its scenarios, and
+See ``guard._guard`` for the choices made where the spec contradicts its scenarios,
+``guard/lexicon.toml`` for every word list, phrase pattern and synonym group (and how to
+extend them), ``accepts_human_offer`` for the yes to the loop reply's offer of a person, and
 ``python -m guard.eval CORPUS.jsonl`` to score the guard on a labelled corpus.
 """
 
 from guard._guard import ConversationGuard, GuardInput, GuardKind, GuardVerdict, MessageLike
+from guard._offer import accepts_human_offer
 from guard._responses import (
     GUARD_RESPONSE_FRUSTRATED,
     GUARD_RESPONSE_HUMAN_REQUEST,
@@ -26,4 +29,5 @@ __all__ = [
     "GuardKind",
     "GuardVerdict",
     "MessageLike",
+    "accepts_human_offer",
 ]

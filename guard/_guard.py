@@ -22,10 +22,13 @@ Where spec 023 contradicts its own scenarios, the scenarios win:
     accents stripped, light stemming) with the overlap coefficient > 0.7 — see
     ``_loop``. All three messages must be pairwise similar.
 
-Two further choices, from the quality target rather than the spec: capitals alone are not
-frustration (the spec's caps heuristic needs a second signal), and negative words that
-describe something other than mel ("taxa do lixo", "o trânsito tava horrível") are not
-frustration — see ``_frustration``.
+Further choices, from issue 13 rather than the spec: capitals are not anger (the spec's
+caps heuristic counts only with "!!!": "BOA NOITE, GOSTARIA DE FALAR COM UM ATENDENTE" is
+a request); swearing or negative words about something other than mel ("pqp, a enel me
+cobrou 412, registra na luz", "taxa do lixo") are not frustration; asking whether mel is a
+person or a robot is a human request; and loops are compared by meaning — see
+``_frustration``, ``_human`` and ``_loop``. Every word list, phrase pattern and synonym
+group is in ``guard/lexicon.toml``.
 """
 
 from __future__ import annotations
@@ -35,15 +38,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final, Literal, Protocol
 
-from guard._frustration import is_frustrated
-from guard._human import wants_human
-from guard._loop import is_loop
+from guard._frustration import ANY_KEYS, EMOJI, Message, is_frustrated
+from guard._human import KEYS, wants_human
+from guard._loop import is_loop, repeats
 from guard._responses import (
     GUARD_RESPONSE_FRUSTRATED,
     GUARD_RESPONSE_HUMAN_REQUEST,
     GUARD_RESPONSE_LOOP,
 )
-from guard._text import clip, normalize
+from guard._text import clip, normalized_words
+from guard._typos import MAX_WORDS as TYPO_MAX_WORDS
+from guard._typos import MEL_WORDS, fix_typos
 
 __all__ = ["ConversationGuard", "GuardInput", "GuardKind", "GuardVerdict", "MessageLike"]
 
@@ -89,6 +94,9 @@ class GuardVerdict:
 
 
 _PASS: Final = GuardVerdict(preempt=False)
+# Words some frustration or human-request rule needs: a message with none of them (and no
+# emoji, no "!!!") can only be a loop.
+_KEY_WORDS: Final = ANY_KEYS | KEYS
 _FRUSTRATED: Final = GuardVerdict(True, "frustrated", GUARD_RESPONSE_FRUSTRATED)
 _HUMAN_REQUEST: Final = GuardVerdict(True, "human-request", GUARD_RESPONSE_HUMAN_REQUEST)
 _LOOP: Final = GuardVerdict(True, "loop", GUARD_RESPONSE_LOOP)
@@ -165,17 +173,37 @@ class ConversationGuard:
     def evaluate(guard_input: GuardInput) -> GuardVerdict:
         """Decide whether to answer this turn with a canonical reply instead of the LLM."""
         past = getattr(guard_input, "past_turns_without_tool_call", None)
-        loop_on = isinstance(past, int) and past >= LOOP_MIN_PAST_TURNS
-        texts = _last_user_texts_fast(getattr(guard_input, "messages", ()), 3 if loop_on else 1)
+        turns = past if isinstance(past, int) else 0
+        messages = getattr(guard_input, "messages", ())
+        loop_on = turns >= LOOP_MIN_PAST_TURNS
+        texts = _last_user_texts_fast(messages, 3 if loop_on else 1)
         if not texts:
             return _PASS
         raw = clip(texts[0])
-        last = normalize(raw)
-        tokens = last.split()
-        if is_frustrated(last, tokens, raw, wants_human):
+        words = normalized_words(raw)
+        if len(words) <= TYPO_MAX_WORDS or not MEL_WORDS.isdisjoint(words):
+            words = fix_typos(words)  # "esse bot nao fucniona", "falr com atendnte"
+        if (
+            _KEY_WORDS.isdisjoint(words)
+            and raw.count("!") < 3
+            and (raw.isascii() or EMOJI.isdisjoint(raw))
+        ):
+            # no word, emoji or shouting any detector looks at: only a loop is possible
+            if loop_on and len(texts) == 3 and is_loop(" ".join(words), texts[1], texts[2]):
+                return _LOOP
+            return _PASS
+        message = Message(raw, words)
+        frustrated = is_frustrated(message, wants_human)
+        if frustrated is None and turns >= 1:
+            # an outburst about something else, but the couple is repeating a message mel
+            # left unanswered: it is at mel
+            if len(texts) < 2:
+                texts = _last_user_texts_fast(messages, 2)
+            frustrated = len(texts) > 1 and repeats(message.text, texts[1])
+        if frustrated:
             return _FRUSTRATED
-        if wants_human(last, tokens):
+        if wants_human(message.text, message.tokens):
             return _HUMAN_REQUEST
-        if loop_on and len(texts) == 3 and is_loop(last, texts[1], texts[2]):
+        if loop_on and len(texts) == 3 and is_loop(message.text, texts[1], texts[2]):
             return _LOOP
         return _PASS

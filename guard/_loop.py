@@ -1,98 +1,277 @@
 """Loop: the couple asks the same thing a third time and mel has not resolved it.
 
-The spec's measure is Jaccard > 0.7 over whitespace tokens. Taken literally it never
-fires on the spec's own example: "qual o saldo?" / "saldo?" / "saldo mesmo?" score 0.33,
-0.5 and 0.25. The scenario wins, and the measure is kept as one of two paths. Two user
-messages are *similar* when both have at least one content word and either
+The spec's measure, whitespace-token Jaccard > 0.7, never fires on its own example ("qual
+o saldo?" / "saldo?" / "saldo mesmo?" score 0.33 / 0.5 / 0.25), and couples rephrase with
+few shared words ("quanto gastamos de mercado?" / "qual foi o total de supermercado?" /
+"mercado, quanto deu?"). So messages are compared by meaning. Each becomes a ``Meaning``
+made from the synonym groups of ``guard/lexicon.toml`` ([loop.*]):
 
-1. the spec's Jaccard over all their (normalised) tokens is > 0.7, or
-2. the overlap coefficient |A ∩ B| / min(|A|, |B|) of their *content stems* is > 0.7.
+* **topics** — what it is about (mercado = supermercado = assaí; farmácia = remédio);
+* **generic** concepts — gasto, pagamento, conta ... (shared by different questions);
+* **intents** — the kind of question: amount, date, split, record, most, who, remaining;
+* **periods** — "kind:value" (month:abril, week:last, day:hoje);
+* **amounts** — the numbers in it;
+* **stems** — any other content word, cut to its root ("fixos"/"fixas" → "fix").
 
-Content stems are the normalised tokens minus PT-BR stop words and filler ("qual", "o",
-"mesmo", "quanto", "me mostra", "aí", "né" ...), with plurals dropped and each word cut
-to its first four letters ("gastei", "gastamos", "gastos" → "gast"), numbers kept whole,
-and a few finance synonyms merged (anota / lança / adiciona / registra; viajar / viagem).
-"mês" counts as filler: "esse mês" is what the couple means when they name no month.
-A rephrasing keeps its content and only adds or drops filler or detail, so one stem set
-contains the other: "quanto gastei no mercado?" / "mercado quanto gastei" → {gast, merc}.
-A follow-up swaps the content: "e a luz?" / "e o mercado?" → {luz} / {merc}, overlap 0;
-"gastos de maio" / "gastos de junho" → 1/2. Messages with no content word at all ("ok",
-"oi", "kkk") are never similar, so acknowledgements do not look like a loop.
+A word that is not in a group but shares a group word's root counts as that word
+("economizou" is in the group of "economizar").
 
-The loop needs the last *three* user messages pairwise similar, and the caller's
-``past_turns_without_tool_call >= 2``: without that signal the detector stays off.
+Two messages are *similar* when both have content (anything but a period), nothing
+conflicts, and they share a topic, concept, intent or amount, or most of their other
+content words (shared stems over the smaller set > 0.7: "primeira pergunta" / "segunda
+pergunta" are two questions) — or the spec's Jaccard is > 0.7. Conflicts: both name
+topics and share none ("e a luz?" / "e a água?"); both name a period of the same kind with
+different values ("abril" / "maio"), unless one compares periods ("pior que o mês
+passado?"); both hold amounts that differ (a correction: "anota 50 de gasolina" / "foi
+55"); both ask conflicting kinds of question ("quanto foi a luz?" / "quando vence a luz?").
+
+The loop needs the last *three* user messages pairwise similar and the caller's
+``past_turns_without_tool_call >= 2``: the bot has already failed twice, so a same-topic
+test is safer than it looks; without the signal the detector stays off.
 """
 
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 from typing import Final
 
-from guard._rules import words
+from guard._data import LexiconError, strings, table
+from guard._lexicon import Terms
 from guard._text import normalize
 
-__all__ = ["content_stems", "is_loop", "similar"]
+__all__ = [
+    "JACCARD_THRESHOLD",
+    "Meaning",
+    "has_content",
+    "is_loop",
+    "meaning",
+    "repeats",
+    "similar",
+]
 
-THRESHOLD: Final = 0.7
+#: The spec's threshold for its whitespace-token Jaccard.
+JACCARD_THRESHOLD: Final = 0.7
 
-_STOP: Final = words(
-    """
-    a o as os um uma uns umas de da do das dos em no na nos nas num numa pra pro pras pros
-    para por pelo pela pelos pelas com sem e ou que qual quais quanto quanta quantos quantas
-    quando onde como porque eu tu voce voces ele ela eles elas gente nos me te se lhe meu
-    minha meus minhas nosso nossa nossos nossas seu sua seus suas teu tua esse essa esses
-    essas este esta estes estas isso isto aquele aquela aquilo ai aqui la mesmo mesma entao
-    ne ue hein oi ola mel pfv favor agora ja ainda so tambem mais muito muita bem tipo ta to
-    tava foi foram era eram ser sao sera seria tem ter tenho temos tinha ha vai vou vamos
-    pode podia poderia consegue quero queria preciso gostaria sabe saber diz dizer fala
-    falar mostra mostrar manda mandar ver veja vejo cade lista listar informa passa da dar
-    de novo afinal nao sim ok okay viu cara mano amor deu dai o que hoje mes
-    """
+_TOPIC, _GENERIC, _INTENT, _PERIOD = "topic", "generic", "intent", "period"
+
+
+# Inflections cut off to compare words by their root ("economizou" / "economizamos" /
+# "economizar" → "economiz"), longest first; the root keeps at least 3 letters.
+_SUFFIXES: Final = (
+    "ariamos",
+    "eriamos",
+    "avamos",
+    "aremos",
+    "eremos",
+    "amento",
+    "imento",
+    "acoes",
+    "acao",
+    "ando",
+    "endo",
+    "indo",
+    "aram",
+    "eram",
+    "iram",
+    "amos",
+    "emos",
+    "imos",
+    "ados",
+    "adas",
+    "idos",
+    "idas",
+    "ado",
+    "ada",
+    "ido",
+    "ida",
+    "ava",
+    "ia",
+    "ar",
+    "er",
+    "ir",
+    "ou",
+    "ei",
+    "eu",
+    "iu",
+    "am",
+    "em",
+    "as",
+    "es",
+    "os",
+    "a",
+    "e",
+    "o",
+    "s",
 )
 
 
-# Stems of words that name the same thing in a finance chat.
-_SYNONYMS: Final = {
-    "viaj": "viag",
-    "desp": "gast",
-    "budg": "orca",
-    "obje": "meta",
-    "anot": "regi",  # anota / registra / lança / adiciona: record an expense
-    "lanc": "regi",
-    "adic": "regi",
-}
-
-
-_EMPTY: Final[frozenset[str]] = frozenset()
-
-
 @functools.lru_cache(maxsize=4096)
-def _stem(word: str) -> str:
-    if word.isdigit():
-        return word
-    if len(word) > 4 and word.endswith("es") and word[-3] in "rzsl":
-        word = word[:-2]
-    elif len(word) > 3 and word.endswith("s"):
-        word = word[:-1]
-    word = word[:4]
-    return _SYNONYMS.get(word, word)
+def _root(word: str) -> str:
+    for suffix in _SUFFIXES:
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            return word[: -len(suffix)]
+    return word
 
 
-def content_stems(text: str) -> frozenset[str]:
-    """The content stems of a normalised message (see the module docstring)."""
-    words = set(text.split())
-    words -= _STOP
-    return frozenset([_stem(word) for word in words]) if words else _EMPTY
+_Concept = tuple[str, str]  # (kind, name)
+_Phrase = tuple[str, str, str]  # (padded phrase, kind, name)
 
 
-def similar(a: str, b: str, stems_a: frozenset[str], stems_b: frozenset[str]) -> bool:
-    """Whether two normalised messages say the same thing (see the module docstring)."""
-    if not stems_a or not stems_b:
-        return False
-    if len(stems_a & stems_b) / min(len(stems_a), len(stems_b)) > THRESHOLD:
+def _index() -> tuple[dict[str, tuple[_Concept, ...]], dict[str, tuple[_Phrase, ...]]]:
+    """word → its concepts (and "~root" → concepts for the groups' words of more than 3
+    letters); a phrase's rarest word → the phrases filed under it."""
+    words: dict[str, set[_Concept]] = {}
+    roots: dict[str, set[_Concept]] = {}
+    phrases: dict[str, list[_Phrase]] = {}
+    for kind, path in (
+        (_TOPIC, "loop.topics"),
+        (_GENERIC, "loop.generic"),
+        (_INTENT, "loop.intents"),
+        (_PERIOD, "loop.periods"),
+    ):
+        for name in table(path):
+            if kind == _PERIOD and ":" not in name:
+                raise LexiconError(f"lexicon.toml: period '{name}' must be 'kind:value'")
+            group = Terms.at(f"{path}.{name}")
+            for word in group.words:
+                words.setdefault(word, set()).add((kind, name))
+                if kind != _PERIOD and len(word) > 3:
+                    roots.setdefault(_root(word), set()).add((kind, name))
+            for key, found in group.phrases.items():
+                phrases.setdefault(key, []).extend((phrase, kind, name) for phrase in found)
+    for root, concepts in roots.items():  # an exact word wins over a root
+        words.setdefault(f"~{root}", concepts)
+    return (
+        {word: tuple(sorted(concepts)) for word, concepts in words.items()},
+        {key: tuple(found) for key, found in phrases.items()},
+    )
+
+
+_WORDS, _PHRASES = _index()
+_STOP_TERMS: Final = Terms.at("loop.stop")
+_STOP: Final = _STOP_TERMS.words
+_STOP_PHRASES: Final = _STOP_TERMS.phrases
+CONFLICTING_INTENTS: Final = frozenset(strings("loop.conflicting_intents"))
+# A comparison names two periods: they do not conflict.
+_COMPARE: Final = frozenset(("compare",))
+
+
+@dataclass(frozen=True, slots=True)
+class Meaning:
+    """What one normalised message is about (see the module docstring)."""
+
+    topics: frozenset[str]
+    generic: frozenset[str]
+    intents: frozenset[str]
+    periods: frozenset[tuple[str, str]]
+    amounts: frozenset[str]
+    stems: frozenset[str]
+    tokens: frozenset[str]
+
+    @property
+    def content(self) -> bool:
+        """Whether it says anything beyond a period (greetings, "ok", "kkk" do not)."""
+        return bool(self.topics or self.generic or self.intents or self.amounts or self.stems)
+
+
+def _meaning(text: str) -> Meaning:
+    tokens = text.split()
+    remaining = set(tokens)
+    concepts: set[_Concept] = set()
+    padded = f" {text} "
+    stop_phrases = [p for t in remaining for p in _STOP_PHRASES.get(t, ()) if p in padded]
+    phrases = [p for t in remaining for p in _PHRASES.get(t, ()) if p[0] in padded]
+    if stop_phrases or phrases:
+        for phrase in stop_phrases:
+            padded = padded.replace(phrase, "  ")
+        if len(phrases) > 1:  # longest first, so "mercado pago" is not read as "mercado"
+            phrases.sort(key=lambda p: (-len(p[0]), p))
+        for phrase, kind, name in phrases:
+            if phrase in padded:
+                concepts.add((kind, name))
+                if kind != _INTENT:  # a kind of question leaves its words to the topic
+                    padded = padded.replace(phrase, "  ")
+        remaining = set(padded.split())
+    stems: set[str] = set()
+    amounts: set[str] = set()
+    for word in remaining:
+        found = _WORDS.get(word)
+        if found is not None:
+            concepts.update(found)
+        elif word.isdigit():
+            if word.strip("0"):  # "89,00": the cents are not another amount
+                amounts.add(word)
+        elif word not in _STOP:
+            root = _root(word)
+            found = _WORDS.get(f"~{root}") if len(word) > 3 else None
+            if found is not None:
+                concepts.update(found)
+            else:
+                stems.add(root)
+    groups: dict[str, set[str]] = {_TOPIC: set(), _GENERIC: set(), _INTENT: set()}
+    periods: set[tuple[str, str]] = set()
+    for kind, name in concepts:
+        if kind == _PERIOD:
+            period_kind, _, value = name.partition(":")
+            periods.add((period_kind, value))
+        else:
+            groups[kind].add(name)
+    return Meaning(
+        frozenset(groups[_TOPIC]),
+        frozenset(groups[_GENERIC]),
+        frozenset(groups[_INTENT]),
+        frozenset(periods),
+        frozenset(amounts),
+        frozenset(stems),
+        frozenset(tokens),
+    )
+
+
+#: The meaning of a normalised message. Cached: the couple's previous messages come back
+#: in every later turn's comparison.
+meaning: Final = functools.lru_cache(maxsize=4096)(_meaning)
+
+
+def has_content(text: str) -> bool:
+    """Whether a normalised message can take part in a loop at all."""
+    return meaning(text).content
+
+
+def _conflict(a: Meaning, b: Meaning) -> bool:
+    if a.topics and b.topics and a.topics.isdisjoint(b.topics):
         return True
-    tokens_a, tokens_b = set(a.split()), set(b.split())
-    return len(tokens_a & tokens_b) / len(tokens_a | tokens_b) > THRESHOLD
+    if a.amounts and b.amounts and a.amounts != b.amounts:
+        return True
+    if a.periods and b.periods and not (a.intents & _COMPARE or b.intents & _COMPARE):
+        a_kinds = {kind for kind, _ in a.periods}
+        b_kinds = {kind for kind, _ in b.periods}
+        for kind in a_kinds & b_kinds:
+            if {v for k, v in a.periods if k == kind}.isdisjoint(
+                {v for k, v in b.periods if k == kind}
+            ):
+                return True
+    a_intents, b_intents = a.intents & CONFLICTING_INTENTS, b.intents & CONFLICTING_INTENTS
+    return bool(a_intents and b_intents and a_intents.isdisjoint(b_intents))
+
+
+def similar(a: Meaning, b: Meaning) -> bool:
+    """Whether two messages ask the same thing (see the module docstring)."""
+    if not a.content or not b.content or _conflict(a, b):
+        return False
+    if (
+        not a.topics.isdisjoint(b.topics)
+        or not a.generic.isdisjoint(b.generic)
+        or not a.intents.isdisjoint(b.intents)
+        or not a.amounts.isdisjoint(b.amounts)
+    ):
+        return True
+    # words the lexicon does not know: most of them shared ("primeira pergunta" / "segunda
+    # pergunta" share only "pergunta" and are two questions)
+    shared = len(a.stems & b.stems)
+    if shared and shared / min(len(a.stems), len(b.stems)) > JACCARD_THRESHOLD:
+        return True
+    return len(a.tokens & b.tokens) / len(a.tokens | b.tokens) > JACCARD_THRESHOLD
 
 
 def is_loop(last: str, previous: str, before: str) -> bool:
@@ -101,15 +280,16 @@ def is_loop(last: str, previous: str, before: str) -> bool:
     ``last`` is already normalised; ``previous`` and ``before`` are the raw texts of the
     two user messages before it, normalised only if the comparison gets that far.
     """
-    stems_last = content_stems(last)
-    if not stems_last:
+    m_last = meaning(last)
+    if not m_last.content:
         return False
-    previous = normalize(previous)
-    stems_previous = content_stems(previous)
-    if not similar(last, previous, stems_last, stems_previous):
+    m_previous = meaning(normalize(previous))
+    if not similar(m_last, m_previous):
         return False
-    before = normalize(before)
-    stems_before = content_stems(before)
-    return similar(previous, before, stems_previous, stems_before) and similar(
-        last, before, stems_last, stems_before
-    )
+    m_before = meaning(normalize(before))
+    return similar(m_previous, m_before) and similar(m_last, m_before)
+
+
+def repeats(last: str, previous: str) -> bool:
+    """Whether the normalised ``last`` message asks what the raw ``previous`` one did."""
+    return similar(meaning(last), meaning(normalize(previous)))

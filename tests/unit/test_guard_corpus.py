@@ -42,6 +42,11 @@ def test_corpus_is_big_varied_and_well_labelled(cases: list[guard_eval.Case]) ->
     )
 
 
+def test_the_gate_is_the_issue_target() -> None:
+    assert guard_eval.MIN_PRECISION == 0.95
+    assert guard_eval.MIN_RECALL == 0.90
+
+
 @pytest.mark.parametrize("kind", guard_eval.KINDS)
 def test_quality_target_per_kind(cases: list[guard_eval.Case], kind: str) -> None:
     score = guard_eval.score(cases).scores[kind]
@@ -74,6 +79,18 @@ def test_eval_lists_misses_and_check_fails_below_target(
     out = capsys.readouterr().out
     assert "line 1: gold=frustrated predicted=none  'qual o total do mês?'" in out
     assert guard_eval.main([str(corpus), "--check"]) == 1
+
+
+def test_eval_ignores_extra_keys(tmp_path: Path) -> None:
+    corpus = tmp_path / "batch.jsonl"
+    corpus.write_text(
+        '{"messages": ["que bot burro"], "past_turns": null, "label": "frustrated", '
+        '"family": "insult", "note": "blind"}\n',
+        encoding="utf-8",
+    )
+    (case,) = guard_eval.load_corpus(corpus)
+    assert case.label == "frustrated"
+    assert guard_eval.score([case]).scores["frustrated"].recall == 1.0
 
 
 @pytest.mark.parametrize(

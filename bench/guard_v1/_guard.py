@@ -1,0 +1,181 @@
+"""ConversationGuard (spec 023): preempt the LLM on frustration, human requests and loops.
+
+A pure domain service: no I/O, no state, no mutation of its input, deterministic, and it
+never raises, whatever the messages hold (``None`` or non-string content, objects whose
+attributes blow up, 10 000 characters, emoji, control characters, any
+``past_turns_without_tool_call``). Detectors run in the spec's fixed priority:
+
+1. **frustrated** — the last user message (``_frustration``);
+2. **human-request** — the last user message (``_human``);
+3. **loop** — ``past_turns_without_tool_call >= 2`` and the last three user messages
+   similar (``_loop``).
+
+Where spec 023 contradicts its own scenarios, the scenarios win:
+
+(a) Its human-request regex ``/falar com (humano|pessoa|atendente|gente|alguém)/`` does
+    not match its own example "quero falar com uma pessoa, não com bot". Articles and
+    determiners are allowed between ("com uma pessoa", "com algum atendente", "com
+    alguém de verdade"), and the request forms are widened well beyond "falar com".
+(b) Its loop measure, whitespace-token Jaccard > 0.7, scores 0.33 / 0.5 / 0.25 on its own
+    example ("qual o saldo?", "saldo?", "saldo mesmo?") and would never fire. Jaccard
+    > 0.7 is kept as one path; the other compares content stems (stop words removed,
+    accents stripped, light stemming) with the overlap coefficient > 0.7 — see
+    ``_loop``. All three messages must be pairwise similar.
+
+Two further choices, from the quality target rather than the spec: capitals alone are not
+frustration (the spec's caps heuristic needs a second signal), and negative words that
+describe something other than mel ("taxa do lixo", "o trânsito tava horrível") are not
+frustration — see ``_frustration``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final, Literal, Protocol
+
+from bench.guard_v1._frustration import is_frustrated
+from bench.guard_v1._human import wants_human
+from bench.guard_v1._loop import is_loop
+from bench.guard_v1._responses import (
+    GUARD_RESPONSE_FRUSTRATED,
+    GUARD_RESPONSE_HUMAN_REQUEST,
+    GUARD_RESPONSE_LOOP,
+)
+from bench.guard_v1._text import clip, normalize
+
+__all__ = ["ConversationGuard", "GuardInput", "GuardKind", "GuardVerdict", "MessageLike"]
+
+GuardKind = Literal["frustrated", "loop", "human-request"]
+
+#: The loop detector needs at least this many turns without a tool call.
+LOOP_MIN_PAST_TURNS: Final = 2
+
+
+class MessageLike(Protocol):
+    """Anything with a role and a content, e.g. ``agent.ChatMessage``.
+
+    At run time anything is tolerated: a message whose role is not ``"user"`` is skipped,
+    a content that is not a string counts as empty.
+    """
+
+    @property
+    def role(self) -> str: ...
+
+    @property
+    def content(self) -> str | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class GuardInput:
+    """What the guard looks at: the conversation so far and the caller's loop signal."""
+
+    messages: Sequence[MessageLike]
+    past_turns_without_tool_call: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GuardVerdict:
+    """The guard's decision. ``kind`` and ``response`` are set exactly when ``preempt``."""
+
+    preempt: bool
+    kind: GuardKind | None = None
+    response: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.preempt != (self.kind is not None) or self.preempt != (self.response is not None):
+            raise ValueError("kind and response are set exactly when preempt is True")
+
+
+_PASS: Final = GuardVerdict(preempt=False)
+_FRUSTRATED: Final = GuardVerdict(True, "frustrated", GUARD_RESPONSE_FRUSTRATED)
+_HUMAN_REQUEST: Final = GuardVerdict(True, "human-request", GUARD_RESPONSE_HUMAN_REQUEST)
+_LOOP: Final = GuardVerdict(True, "loop", GUARD_RESPONSE_LOOP)
+
+
+def _is_user(role: object) -> bool:
+    if role == "user":
+        return True
+    value = getattr(role, "value", role)  # a plain Enum member
+    return isinstance(value, str) and value.strip().lower() == "user"
+
+
+def _user_text(message: MessageLike) -> str | None:
+    """The text of a user message ("" when its content is not text), else None."""
+    try:
+        role = message.role
+        if role != "user" and not _is_user(role):
+            return None
+        content = message.content
+    except Exception:  # a message that cannot be read is not a user message
+        return None
+    if type(content) is str:
+        return content
+    return str.__str__(content) if isinstance(content, str) else ""
+
+
+def _last_user_texts(messages: Sequence[MessageLike], limit: int) -> list[str]:
+    """The texts of the last ``limit`` user messages, newest first."""
+    texts: list[str] = []
+    try:
+        ordered = reversed(messages)
+    except TypeError:  # an iterable that is not a sequence
+        try:
+            ordered = reversed(list(messages))
+        except TypeError:  # not iterable at all: nothing to look at
+            return texts
+    # A sequence that fails half-way through iterating: keep what was read.
+    with contextlib.suppress(Exception):
+        for message in ordered:
+            text = _user_text(message)
+            if text is not None:
+                texts.append(text)
+                if len(texts) == limit:
+                    break
+    return texts
+
+
+def _last_user_texts_fast(messages: Sequence[MessageLike], limit: int) -> list[str]:
+    """``_last_user_texts`` for well-formed messages (the common case), else the same
+    careful walk."""
+    texts: list[str] = []
+    try:
+        for message in reversed(messages):
+            if message.role == "user":
+                content = message.content
+                if type(content) is not str:
+                    return _last_user_texts(messages, limit)
+                texts.append(content)
+                if len(texts) == limit:
+                    break
+            elif _is_user(message.role):
+                return _last_user_texts(messages, limit)
+    except Exception:  # anything unusual: take the careful path
+        return _last_user_texts(messages, limit)
+    return texts
+
+
+class ConversationGuard:
+    """The guard. Stateless: call ``ConversationGuard.evaluate(...)`` directly."""
+
+    __slots__ = ()
+
+    @staticmethod
+    def evaluate(guard_input: GuardInput) -> GuardVerdict:
+        """Decide whether to answer this turn with a canonical reply instead of the LLM."""
+        past = getattr(guard_input, "past_turns_without_tool_call", None)
+        loop_on = isinstance(past, int) and past >= LOOP_MIN_PAST_TURNS
+        texts = _last_user_texts_fast(getattr(guard_input, "messages", ()), 3 if loop_on else 1)
+        if not texts:
+            return _PASS
+        raw = clip(texts[0])
+        last = normalize(raw)
+        tokens = last.split()
+        if is_frustrated(last, tokens, raw, wants_human):
+            return _FRUSTRATED
+        if wants_human(last, tokens):
+            return _HUMAN_REQUEST
+        if loop_on and len(texts) == 3 and is_loop(last, texts[1], texts[2]):
+            return _LOOP
+        return _PASS

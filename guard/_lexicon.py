@@ -1,0 +1,293 @@
+"""The detectors' building blocks, made from ``guard/lexicon.toml``.
+
+* ``Terms`` — a list of words and phrases (written naturally, normalised here). A word
+  matches by set membership, a phrase as whole words in order (a substring test on the
+  space-padded message), tried only when its longest word is in the message.
+* ``Rules`` — terms plus regex patterns. Python's ``re`` tries every branch of a big
+  alternation at every position, which is what made a first version of the guard cost
+  20-40 µs a message; so each pattern carries the words it cannot match without (``keys``,
+  and optionally a second set, ``requires``) and runs only when the message holds them.
+  ``tests/unit/test_guard_properties.py`` checks that every match holds a key.
+* ``fragment`` — a named regex piece; ``<name>`` inside a pattern inserts it, and a term
+  list used as a fragment becomes an alternation of its (normalised, escaped) terms.
+
+Every matching function takes the normalised message three ways, computed once per
+evaluation: ``text`` ("que bot burro"), ``tokens`` (its words) and ``padded`` (" que bot
+burro ", for phrase tests).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection, Iterable
+from typing import Final
+
+from guard._data import LexiconError, string, strings, table
+from guard._text import normalize
+
+__all__ = [
+    "NUMBER",
+    "Pattern",
+    "Rules",
+    "Terms",
+    "compile_pattern",
+    "fragment",
+    "key_words",
+    "patterns",
+    "rules",
+    "tokens_of",
+]
+
+_REFERENCE: Final = re.compile(r"<([a-z_]+)>")
+# Words in most messages, the most common first: a phrase is filed under its word that is
+# not in here, or else under the one furthest down (the rarest of them).
+# fmt: off
+_COMMON: Final = (
+    "a", "o", "e", "de", "que", "nao", "da", "do", "em", "no", "na", "pra", "um", "uma", "com",
+    "me", "te", "se", "eu", "voce", "ta", "to", "os", "as", "por", "isso", "mais", "muito",
+    "ja", "tem", "vai", "ai", "la", "aqui", "mel", "anota", "registra", "quanto", "gastei",
+    "paguei", "conta", "mes", "reais", "valor", "dinheiro", "tudo", "ser", "foi", "ele",
+    "ela", "gente", "mesmo", "quero", "demais", "obrigado", "obrigada", "valeu", "tenho", "ver",
+    "so", "nada",
+)
+# fmt: on
+_RANK: Final = {word: rank for rank, word in enumerate(_COMMON)}
+_WRAP: Final = re.compile(r"\n[ \t]*")
+
+
+def _fragments() -> dict[str, object]:
+    """All named fragments, whatever sub-table of [fragments] they are defined in."""
+    merged: dict[str, object] = {}
+    for section, values in table("fragments").items():
+        if not isinstance(values, dict):
+            raise LexiconError(f"lexicon.toml: 'fragments.{section}' must be a table")
+        for name, value in values.items():
+            if name in merged:
+                raise LexiconError(f"lexicon.toml: fragment '{name}' is defined twice")
+            merged[name] = value
+    return merged
+
+
+_FRAGMENTS: Final = _fragments()
+
+
+def _terms_of(path: str, value: object) -> list[str]:
+    normalised = []
+    for term in strings(path, value):
+        norm = normalize(term)
+        if not norm:
+            raise LexiconError(f"lexicon.toml: '{path}' holds {term!r}, which has no words")
+        normalised.append(norm)
+    return normalised
+
+
+def fragment(name: str, _seen: tuple[str, ...] = ()) -> str:
+    """The regex of fragment ``name`` with its own references expanded."""
+    if name in _seen:
+        raise LexiconError(f"lexicon.toml: fragment '{name}' refers to itself")
+    if name not in _FRAGMENTS:
+        raise LexiconError(f"lexicon.toml: fragment '<{name}>' is not defined")
+    value = _FRAGMENTS[name]
+    if isinstance(value, list):
+        terms = set(_terms_of(f"fragments.{name}", value))
+        alternatives = sorted(terms, key=lambda term: (-len(term), term))
+        return "(?:" + "|".join(map(re.escape, alternatives)) + ")"
+    source = _WRAP.sub("", string(f"fragments.{name}", value))
+    return _REFERENCE.sub(lambda m: fragment(m.group(1), (*_seen, name)), source)
+
+
+#: The pseudo-word a message's tokens hold when it holds a number (``<number>`` in keys).
+NUMBER: Final = "#"
+
+
+def tokens_of(words: Iterable[str], text: str) -> frozenset[str]:
+    """The token set the rules look at: the words, plus ``NUMBER`` when there is a number
+    (``text`` is the words joined)."""
+    tokens = frozenset(words)
+    # normalised text is lower-case letters, digits and spaces: not all letters means digits
+    if text and not text.replace(" ", "").isalpha():
+        return tokens | {NUMBER}
+    return tokens
+
+
+def key_words(spec: str) -> frozenset[str]:
+    """Space-separated words; ``<name>`` adds the longest word of every term of the term-list
+    fragment ``name`` (a term cannot match without its longest word), ``<number>`` stands
+    for any number."""
+    out: set[str] = set()
+    for item in spec.split():
+        match = _REFERENCE.fullmatch(item)
+        if match is None:
+            out.add(item)
+            continue
+        if match.group(1) == "number":
+            out.add(NUMBER)
+            continue
+        value = _FRAGMENTS.get(match.group(1))
+        if not isinstance(value, list):
+            raise LexiconError(f"lexicon.toml: keys use '{item}', which is not a term list")
+        out.update(max(term.split(), key=len) for term in _terms_of(item, value))
+    return frozenset(out)
+
+
+def compile_pattern(source: str) -> re.Pattern[str]:
+    """A lexicon pattern, fragments expanded, between word boundaries."""
+    expanded = _REFERENCE.sub(lambda m: fragment(m.group(1)), _WRAP.sub("", source))
+    try:
+        return re.compile(rf"\b(?:{expanded})\b")
+    except re.error as exc:
+        raise LexiconError(f"lexicon.toml: bad pattern {source[:60]!r}...: {exc}") from None
+
+
+class Terms:
+    """Words and phrases; see the module docstring."""
+
+    __slots__ = ("keys", "phrase_keys", "phrases", "words")
+
+    def __init__(self, terms: Iterable[str]) -> None:
+        words: set[str] = set()
+        phrases: dict[str, list[str]] = {}
+        for term in terms:
+            if " " in term:
+                # filed under its rarest word (the longest one that is not everywhere), so
+                # the fewest messages have to try it
+                rare = [word for word in term.split() if word not in _RANK]
+                key = max(rare, key=len) if rare else max(term.split(), key=_RANK.__getitem__)
+                phrases.setdefault(key, []).append(f" {term} ")
+            else:
+                words.add(term)
+        self.words: Final = frozenset(words)
+        #: the longest word of each phrase → the space-padded phrases filed under it
+        self.phrases: Final = {key: tuple(found) for key, found in phrases.items()}
+        self.phrase_keys: Final = frozenset(self.phrases)
+        #: a message with none of these words cannot match
+        self.keys: Final = self.words | frozenset(phrases)
+
+    @classmethod
+    def at(cls, path: str) -> Terms:
+        """The term list at ``path`` in lexicon.toml."""
+        return cls(_terms_of(path, strings(path)))
+
+    def search(self, padded: str, tokens: Collection[str]) -> bool:
+        """Whether the message holds one of the terms."""
+        if self.keys.isdisjoint(tokens):
+            return False
+        if not self.words.isdisjoint(tokens):
+            return True
+        for key in self.phrase_keys.intersection(tokens):
+            for phrase in self.phrases[key]:
+                if phrase in padded:
+                    return True
+        return False
+
+
+class Pattern:
+    """A regex that runs only when the message holds one of ``keys`` (and, when given, one
+    of ``requires``); empty ``keys`` means it always runs."""
+
+    __slots__ = ("keys", "regex", "requires")
+
+    def __init__(self, keys: frozenset[str], regex: re.Pattern[str], requires: frozenset[str]):
+        self.keys: Final = keys
+        self.regex: Final = regex
+        self.requires: Final = requires
+
+    def search(self, text: str, tokens: Collection[str]) -> bool:
+        """Whether the pattern matches the message."""
+        if self.keys and self.keys.isdisjoint(tokens):
+            return False
+        if self.requires and self.requires.isdisjoint(tokens):
+            return False
+        return self.regex.search(text) is not None
+
+
+def patterns(path: str, value: object = None) -> tuple[Pattern, ...]:
+    """The [[path]] pattern tables of lexicon.toml (or ``value``, named ``path``)."""
+    if value is None:
+        value = table(path.rpartition(".")[0]).get(path.rpartition(".")[2])
+    if not isinstance(value, list):
+        raise LexiconError(f"lexicon.toml: '{path}' must be a list of [[...patterns]] tables")
+    out = []
+    for index, item in enumerate(value):
+        where = f"{path}[{index}]"
+        if not isinstance(item, dict) or "regex" not in item:
+            raise LexiconError(f"lexicon.toml: '{where}' needs a regex")
+        unknown = set(item) - {"keys", "requires", "regex"}
+        if unknown:
+            raise LexiconError(f"lexicon.toml: '{where}' has unknown fields {sorted(unknown)}")
+        regex = compile_pattern(string(f"{where}.regex", item["regex"]))
+        keys = key_words(string(f"{where}.keys", item.get("keys", "")))
+        requires = key_words(string(f"{where}.requires", item.get("requires", "")))
+        out.append(Pattern(keys, regex, requires))
+    return tuple(out)
+
+
+class Rules:
+    """Terms plus key-gated patterns, as one detector step."""
+
+    __slots__ = ("_always", "_masks", "_pattern_keys", "keys", "patterns", "terms")
+
+    def __init__(self, terms: Terms, patterns: tuple[Pattern, ...]) -> None:
+        self.terms: Final = terms
+        self.patterns: Final = patterns
+        #: a message with none of these words cannot match (empty when a pattern always runs)
+        self.keys: Final = (
+            frozenset()
+            if any(not p.keys for p in patterns)
+            else terms.keys.union(*(p.keys for p in patterns))
+        )
+        # key word → the patterns it unlocks, as a bit mask of their positions, so that a
+        # message only visits its own candidates, in the order the lexicon lists them (the
+        # common forms first)
+        masks: dict[str, int] = {}
+        for index, pattern in enumerate(patterns):
+            for key in pattern.keys:
+                masks[key] = masks.get(key, 0) | 1 << index
+        self._masks: Final = masks
+        self._pattern_keys: Final = frozenset(masks)
+        self._always: Final = tuple(p for p in patterns if not p.keys)
+
+    def search(self, text: str, tokens: Collection[str], padded: str) -> bool:
+        """Whether the message holds a term or matches a pattern."""
+        if self.keys and self.keys.isdisjoint(tokens):
+            return False
+        if self.terms.search(padded, tokens):
+            return True
+        for pattern in self._always:
+            if pattern.regex.search(text) is not None:
+                return True
+        candidates = 0
+        for key in self._pattern_keys.intersection(tokens):
+            candidates |= self._masks[key]
+        patterns = self.patterns
+        while candidates:
+            lowest = candidates & -candidates
+            candidates ^= lowest
+            pattern = patterns[lowest.bit_length() - 1]
+            if pattern.requires and pattern.requires.isdisjoint(tokens):
+                continue
+            if pattern.regex.search(text) is not None:
+                return True
+        return False
+
+    def sub(self, replacement: str, text: str, tokens: Collection[str]) -> str:
+        """``text`` with every match of a pattern whose keys it holds replaced (terms are
+        not replaced)."""
+        for pattern in self.patterns:
+            if pattern.keys and pattern.keys.isdisjoint(tokens):
+                continue
+            if pattern.requires and pattern.requires.isdisjoint(tokens):
+                continue
+            text = pattern.regex.sub(replacement, text)
+        return text
+
+
+def rules(path: str) -> Rules:
+    """The rules at ``path`` in lexicon.toml: its ``terms`` and ``patterns``, both optional."""
+    node = table(path)
+    unknown = set(node) - {"terms", "patterns"}
+    if unknown:
+        raise LexiconError(f"lexicon.toml: '{path}' has unknown fields {sorted(unknown)}")
+    terms = Terms(_terms_of(f"{path}.terms", node["terms"])) if "terms" in node else Terms(())
+    found = patterns(f"{path}.patterns", node["patterns"]) if "patterns" in node else ()
+    return Rules(terms, found)
