@@ -97,6 +97,10 @@ class CassetteMiss(LLMError):
         reason = f"no recorded response for request {key[:16]} (last user message: {snippet!r})"
         super().__init__(profile, reason + (f"; {hint}" if hint else ""))
 
+    @property
+    def transient(self) -> bool:
+        return False  # the cassette will not learn the answer by waiting
+
 
 def canonical_request(
     profile: str,

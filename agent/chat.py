@@ -159,7 +159,8 @@ class AgentChat:
         """The model's answer with the tools, for at most ``max_tool_rounds`` rounds — no
         guard (for a caller that has evaluated it already). ``household_id`` defaults to
         the household of the thread's user number (the last part of ``thread_id``), else
-        ``"default"``."""
+        ``"default"``. The writer's number is the tools' actor: an expense recorded without
+        another payer was paid by whoever wrote (a couple is two people)."""
         if self.llm is None:
             log.info("agent_chat.unavailable", reason="no LLM configured")
             return AskResult(_assistant(ASSISTANT_UNAVAILABLE), outcome=Outcome.UNAVAILABLE)
@@ -178,7 +179,11 @@ class _Turn:
     """The tool loop of one ``ask``: state that lives for one turn only."""
 
     def __init__(
-        self, chat: AgentChat, llm: LLMClient, thread_id: str | None, household_id: str | None
+        self,
+        chat: AgentChat,
+        llm: LLMClient,
+        thread_id: str | None,
+        household_id: str | None,
     ) -> None:
         self.chat = chat
         self.llm = llm
@@ -223,7 +228,8 @@ class _Turn:
                     profile=exc.profile,
                     llm_calls=self.attempts,
                 )
-                return self._result(LLM_FAILURE_REPLY, Outcome.ERROR)
+                ended = Outcome.OUTAGE if exc.transient else Outcome.ERROR
+                return self._result(LLM_FAILURE_REPLY, ended)
             self.usage += response.usage
             message = response.message
             if not message.tool_calls:

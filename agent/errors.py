@@ -46,17 +46,35 @@ class LLMError(AgentError):
         self.status = status
         super().__init__(f"LLM profile {profile!r}: {reason}")
 
+    @property
+    def transient(self) -> bool:
+        """An outage that may pass (no connection, a timeout, 5xx, 429, 408), not a
+        problem with the request or the answer: worth retrying later."""
+        return self.status is None or self.status >= 500 or self.status in (408, 429)
+
 
 class LLMTimeout(LLMError):
     """The call did not finish within the profile's ``timeout_seconds``."""
+
+    @property
+    def transient(self) -> bool:
+        return True
 
 
 class LLMUnavailable(LLMError):
     """No endpoint is configured for the profile (no ``base_url`` and no ``LLM_BASE_URL``)."""
 
+    @property
+    def transient(self) -> bool:
+        return False
+
 
 class LLMBadResponse(LLMError):
     """The endpoint answered, but not with a usable chat completion (e.g. no choices)."""
+
+    @property
+    def transient(self) -> bool:
+        return False
 
 
 class TranscriptionError(AgentError):

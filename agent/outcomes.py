@@ -19,7 +19,10 @@ class Outcome(StrEnum):
     UNAVAILABLE = "unavailable"
     """No model is configured."""
     ERROR = "error"
-    """The model failed (or the turn raised)."""
+    """The model failed for good: a bad answer, a refused request (or the turn raised)."""
+    OUTAGE = "outage"
+    """The model is unreachable for now (timeout, 5xx, no connection): the gateway parks
+    the turn and tries again later."""
     PREEMPT_FRUSTRATED = "preempt:frustrated"
     PREEMPT_LOOP = "preempt:loop"
     PREEMPT_HUMAN_REQUEST = "preempt:human-request"

@@ -37,11 +37,13 @@ TOOL_LOOP_APOLOGY = (
 """After the model asked for tools more rounds than allowed."""
 
 ASSISTANT_UNAVAILABLE = (
-    "Oi! Sou a mel, assistente virtual de finanças do casal, mas estou indisponível no "
-    "momento e não consigo responder agora. Tenta de novo daqui a pouco, que eu retomo "
-    "de onde paramos."
+    "Aqui é a mel. Nesta instalação ainda não tenho um modelo de linguagem configurado, "
+    "então não consigo responder perguntas sobre os gastos por mensagem. O que funciona "
+    "agora: pedir para falar com uma pessoa do time e importar o extrato da casa (o time "
+    "faz isso por você)."
 )
-"""When no LLM endpoint is configured."""
+"""When no LLM endpoint is configured: a permanent condition, said plainly (no greeting,
+no "try again later")."""
 
 LLM_FAILURE_REPLY = (
     "Desculpa, tive um problema técnico aqui e não consegui responder agora. "

@@ -29,6 +29,7 @@ __all__ = [
     "HypothesisDismissed",
     "HypothesisProposed",
     "MessageFailed",
+    "MessageParked",
     "MessageReceived",
     "MessageSent",
     "MessageStatus",
@@ -41,6 +42,7 @@ __all__ = [
     "SessionClosedAbnormally",
     "SessionEndRequested",
     "SessionStarted",
+    "SupportQueueOpened",
     "SupportReleased",
     "SupportReplied",
 ]
@@ -90,6 +92,17 @@ class MessageFailed(Payload):
     code: Omitted[int | str] = None
     attempts: Omitted[int] = None
     reason: Omitted[str] = None
+
+
+class MessageParked(Payload):
+    """The model is unreachable: the message waits (the couple was told once) and is
+    tried again at ``retry_at``."""
+
+    TYPE = "message.parked"
+    message_id: str
+    attempt: int
+    retry_at: str
+    outage_since: str
 
 
 class MessageStatus(Payload):
@@ -180,7 +193,9 @@ class SessionStarted(Payload):
 
 
 class HumanHandoffRequested(Payload):
-    """The couple asked for a person (the guard or the classifier recognised it)."""
+    """The couple asked for a person. ``source``: ``guard``, ``frustrated`` (anger and a
+    request together), ``repeated_frustration``, ``loop_offer`` (a yes to the loop reply's
+    offer) or ``continuity`` (the classifier)."""
 
     TYPE = "session.human_handoff.requested"
     source: str
@@ -188,6 +203,8 @@ class HumanHandoffRequested(Payload):
     previous_intent: str | None
     previous_domain: str | None
     support_available: bool
+    support: str
+    """``available`` (handed to a person), ``out_of_hours`` or ``none`` (queued)."""
     reply: str
     confidence: Omitted[float] = None
     guard_kind: Omitted[str] = None
@@ -236,6 +253,14 @@ class SupportReplied(Payload):
     reply_id: str
     text: str
     by: str
+
+
+class SupportQueueOpened(Payload):
+    """Support hours began: the requests for a person queued meanwhile, oldest first."""
+
+    TYPE = "support.queue_opened"
+    waiting: int
+    thread_ids: list[str]
 
 
 class SupportReleased(Payload):

@@ -50,10 +50,12 @@ from gateway.settings import Settings
 from gateway.store import Store
 from gateway.store.embedded import EmbeddedRedis
 from gateway.workers.consumer import StreamConsumer
+from gateway.workers.parking import Unparker
 from gateway.workers.periodic import PeriodicJob
 from gateway.workers.psychologist import PsychologistWorker
 from gateway.workers.retention import RawRetention
 from gateway.workers.supervisor import Supervisor
+from gateway.workers.support_queue import SupportQueue
 from gateway.workers.support_webhook import SupportWebhook
 from gateway.workers.sweeper import SessionSweeper
 from gateway.workers.turns import TurnWorker
@@ -334,7 +336,12 @@ def _turn_worker(c: Components) -> TurnWorker:
     )
     return TurnWorker(
         c.store,
-        TurnRunner(conversation, support_available=s.support_available),
+        TurnRunner(
+            conversation,
+            support_status=s.support_status,
+            outage_window=s.llm_outage_retry_seconds,
+            holding_message=s.llm_outage_message,
+        ),
         c.senders,
         metrics=c.metrics,
         concurrency=s.mel_worker_concurrency,
@@ -390,4 +397,6 @@ def _periodic_jobs(c: Components) -> list[PeriodicJob]:
             max_count=s.mel_raw_retention_count,
             max_age_days=s.mel_raw_retention_days,
         ),
+        Unparker(c.store),
+        SupportQueue(c.store, s.support_status),
     ]

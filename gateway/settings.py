@@ -10,6 +10,7 @@ from zoneinfo import ZoneInfo
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from agent.routing import SupportStatus
 from gateway.errors import ConfigError
 
 __all__ = ["Settings", "load_settings"]
@@ -77,6 +78,22 @@ class Settings(BaseSettings):
         min_length=1,
     )
     session_idle_timeout: Seconds = 30 * 60.0
+    # what support does, the couple sees (empty: say nothing)
+    support_release_message: str = (
+        "Voltei eu, a mel, por aqui. Se precisar de alguma coisa do orçamento, das metas "
+        "ou da fatura, é só me chamar."
+    )
+    support_close_message: str = (
+        "Encerramos este atendimento por aqui. Obrigada pelo contato! Quando quiser, é só "
+        "mandar uma mensagem."
+    )
+    # the model unreachable: hold the message, answer it when it is back
+    llm_outage_retry_seconds: Seconds = 900.0
+    llm_outage_message: str = Field(
+        "Estou com uma instabilidade para pensar agora. Guardei sua mensagem e te respondo "
+        "assim que eu voltar, não precisa mandar de novo.",
+        min_length=1,
+    )
 
     # Support
     support_token: str | None = None
@@ -152,15 +169,20 @@ class Settings(BaseSettings):
             raise ValueError("LLM_CASSETTE and LLM_CASSETTE_MODE (record|replay) go together")
         return self
 
-    def support_available(self, now: datetime | None = None) -> bool:
-        """A person can pick up a handoff: support configured and within SUPPORT_HOURS."""
+    def support_status(self, now: datetime | None = None) -> SupportStatus:
+        """Whether a person can pick up a handoff: ``none`` (no support configured),
+        ``out_of_hours`` (configured, outside SUPPORT_HOURS, São Paulo time), ``available``."""
         if not self.support_token:
-            return False
+            return "none"
         if not self.support_hours:
-            return True
+            return "available"
         start, end = self.support_hours.split("-")
         local = (now or datetime.now(UTC)).astimezone(SAO_PAULO).strftime("%H:%M")
-        return start <= local < end if start <= end else (local >= start or local < end)
+        inside = start <= local < end if start <= end else (local >= start or local < end)
+        return "available" if inside else "out_of_hours"
+
+    def support_available(self, now: datetime | None = None) -> bool:
+        return self.support_status(now) == "available"
 
     def max_body_for(self, provider: str) -> int:
         """The largest webhook body taken from ``provider`` (``twilio`` or ``meta``)."""

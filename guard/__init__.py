@@ -12,6 +12,7 @@ extend them), ``accepts_human_offer`` for the yes to the loop reply's offer of a
 ``python -m guard.eval CORPUS.jsonl`` to score the guard on a labelled corpus.
 """
 
+from guard._asks import asks_for_person
 from guard._guard import ConversationGuard, GuardInput, GuardKind, GuardVerdict, MessageLike
 from guard._offer import accepts_human_offer
 from guard._responses import (
@@ -30,4 +31,5 @@ __all__ = [
     "GuardVerdict",
     "MessageLike",
     "accepts_human_offer",
+    "asks_for_person",
 ]

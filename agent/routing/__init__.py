@@ -46,6 +46,7 @@ from agent.routing.session_control import (
     NEXT_STATE_SESSION_ENDED,
     RouteState,
     SessionControl,
+    SupportStatus,
     TurnResult,
     build_session_control,
 )
@@ -85,6 +86,7 @@ __all__ = [
     "RouteState",
     "SessionControl",
     "SessionControlConfig",
+    "SupportStatus",
     "TurnResult",
     "build_domain_agents",
     "build_session_control",

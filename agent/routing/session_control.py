@@ -47,7 +47,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 import structlog
 
@@ -76,7 +76,15 @@ from events import (
     RouterRouted,
     SessionEndRequested,
 )
-from guard import GUARD_RESPONSE_HUMAN_REQUEST, ConversationGuard, GuardInput, GuardVerdict
+from guard import (
+    GUARD_RESPONSE_FRUSTRATED,
+    GUARD_RESPONSE_HUMAN_REQUEST,
+    ConversationGuard,
+    GuardInput,
+    GuardVerdict,
+    accepts_human_offer,
+    asks_for_person,
+)
 
 __all__ = [
     "EVENT_END_REQUESTED",
@@ -89,6 +97,7 @@ __all__ = [
     "RouteState",
     "SessionControl",
     "SessionControlConfig",
+    "SupportStatus",
     "TurnResult",
     "build_session_control",
 ]
@@ -158,6 +167,8 @@ class TurnResult:
     usage_by_profile: dict[str, Usage] = field(default_factory=dict)
     llm_calls: int = 0
     tool_calls: tuple[ToolCallRecord, ...] = ()
+    extra_replies: tuple[str, ...] = ()
+    """Messages sent after ``reply``, in order (the offer of a person after frustration)."""
 
     @property
     def ran_tools(self) -> bool:
@@ -177,6 +188,25 @@ class TurnResult:
     def agent(self) -> str | None:
         """The domain agent that answered, if one did."""
         return self.state.active_agent if self.ask is not None else None
+
+
+SupportStatus = Literal["available", "out_of_hours", "none"]
+"""Whether a person can take a handoff now, later (outside ``SUPPORT_HOURS``), or never
+(no support configured)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Context:
+    """What one turn knows besides the messages."""
+
+    thread_id: str | None
+    household_id: str | None
+    support: SupportStatus
+    last_preempt: str | None
+
+
+def _last_user_text(messages: Sequence[ChatMessage]) -> str:
+    return next((m.content for m in reversed(messages) if m.role == "user"), "")
 
 
 class _Costs:
@@ -228,18 +258,22 @@ class SessionControl:
         *,
         thread_id: str | None = None,
         household_id: str | None = None,
-        support_available: bool = False,
+        support: SupportStatus = "none",
+        last_preempt: str | None = None,
     ) -> TurnResult:
-        """Answer the conversation's last user message. Never raises for the model."""
+        """Answer the conversation's last user message. Never raises for the model.
+
+        ``support``: whether a person can take a handoff now (``available``), later
+        (``out_of_hours``) or not at all (``none``). ``last_preempt``: the guard's kind if
+        the previous turn was a guard preempt (a yes to the loop reply's offer, a second
+        frustration in a row)."""
         started = time.perf_counter()
         state = state or RouteState()
         result = await self._turn(
             messages,
             state,
             past_turns_without_tool_call,
-            thread_id=thread_id,
-            household_id=household_id,
-            support_available=support_available,
+            _Context(thread_id, household_id, support, last_preempt),
         )
         log.info(
             "session_control.turn",
@@ -258,22 +292,24 @@ class SessionControl:
         messages: Sequence[ChatMessage],
         state: RouteState,
         past: int | None,
-        *,
-        thread_id: str | None,
-        household_id: str | None,
-        support_available: bool,
+        ctx: _Context,
     ) -> TurnResult:
         events: list[Payload] = []
         costs = _Costs()
         verdict = ConversationGuard.evaluate(
             GuardInput(messages=list(messages), past_turns_without_tool_call=past)
         )
+        text = _last_user_text(messages)
         if verdict.preempt and verdict.kind is not None:
             events.append(GuardPreempted(kind=verdict.kind))
             if verdict.kind == "human-request":
-                return self._handoff(
-                    "guard", state, events, costs, support_available, verdict=verdict
-                )
+                return self._handoff("guard", state, events, costs, ctx.support, verdict=verdict)
+            if verdict.kind == "frustrated" and (
+                asks_for_person(text) or ctx.last_preempt == "frustrated"
+            ):
+                # calm first, offer a person after (spec 023's argument for its priority)
+                source = "frustrated" if asks_for_person(text) else "repeated_frustration"
+                return self._handoff(source, state, events, costs, ctx.support, verdict=verdict)
             return _result(
                 verdict.response or "",
                 Outcome.preempt(verdict.kind),
@@ -282,12 +318,11 @@ class SessionControl:
                 costs,
                 verdict=verdict,
             )
-
+        if ctx.last_preempt == "loop" and accepts_human_offer(text):
+            return self._handoff("loop_offer", state, events, costs, ctx.support)
         if self.llm is None:
             decision = self.router.fallback("no LLM configured")
-            return await self._answer_routed(
-                decision, messages, events, costs, thread_id, household_id
-            )
+            return await self._answer_routed(decision, messages, events, costs, ctx)
 
         active = self.agents.get(state.active_agent)
         signal: ContinuitySignal | None = None
@@ -302,9 +337,7 @@ class SessionControl:
             costs.add(signal.profile_name, signal.usage, signal.llm_calls)
             events.append(signal.event())
             if signal.decision == HUMAN_HANDOFF:
-                return self._handoff(
-                    "continuity", state, events, costs, support_available, signal=signal
-                )
+                return self._handoff("continuity", state, events, costs, ctx.support, signal=signal)
             if signal.decision == END_SESSION:
                 return self._end(state, events, costs, signal)
             if signal.decision == CONTINUE and active is not None:
@@ -324,15 +357,12 @@ class SessionControl:
                     messages,
                     events,
                     costs,
-                    thread_id,
-                    household_id,
+                    ctx,
                     signal,
                 )
 
         decision = await self.router.route(messages)
-        return await self._answer_routed(
-            decision, messages, events, costs, thread_id, household_id, signal
-        )
+        return await self._answer_routed(decision, messages, events, costs, ctx, signal)
 
     async def _answer_routed(
         self,
@@ -340,8 +370,7 @@ class SessionControl:
         messages: Sequence[ChatMessage],
         events: list[Payload],
         costs: _Costs,
-        thread_id: str | None,
-        household_id: str | None,
+        ctx: _Context,
         signal: ContinuitySignal | None = None,
     ) -> TurnResult:
         costs.add(decision.profile, decision.usage, decision.llm_calls)
@@ -355,8 +384,7 @@ class SessionControl:
             messages,
             events,
             costs,
-            thread_id,
-            household_id,
+            ctx,
             signal,
         )
 
@@ -368,11 +396,10 @@ class SessionControl:
         messages: Sequence[ChatMessage],
         events: list[Payload],
         costs: _Costs,
-        thread_id: str | None,
-        household_id: str | None,
+        ctx: _Context,
         signal: ContinuitySignal | None,
     ) -> TurnResult:
-        ask = await agent.answer(messages, thread_id=thread_id, household_id=household_id)
+        ask = await agent.answer(messages, thread_id=ctx.thread_id, household_id=ctx.household_id)
         costs.add(agent.profile, ask.usage, ask.llm_calls)
         return _result(
             ask.reply,
@@ -392,21 +419,30 @@ class SessionControl:
         state: RouteState,
         events: list[Payload],
         costs: _Costs,
-        support_available: bool,
+        support: SupportStatus,
         *,
         verdict: GuardVerdict | None = None,
         signal: ContinuitySignal | None = None,
     ) -> TurnResult:
-        """The global ``human_handoff`` node: no domain agent, no tool."""
-        reply = (
-            self.config.human_handoff_message if support_available else GUARD_RESPONSE_HUMAN_REQUEST
-        )
+        """The global ``human_handoff`` node: no domain agent, no tool.
+
+        ``source`` says why: ``guard`` (a request for a person), ``frustrated`` (anger and
+        a request together), ``repeated_frustration`` (a second frustration in a row),
+        ``loop_offer`` (a yes to the loop reply's offer), ``continuity`` (the classifier).
+        The reply: ``HUMAN_HANDOFF_MESSAGE`` when a person can take the thread now, else
+        spec 023's ``GUARD_RESPONSE_HUMAN_REQUEST`` (no person now; the request is noted —
+        the gateway queues it for support). After frustration the calming reply comes first
+        and this one second ("acalmar primeiro, ofertar humano depois")."""
+        available = support == "available"
+        reply = self.config.human_handoff_message if available else GUARD_RESPONSE_HUMAN_REQUEST
+        frustrated = verdict is not None and verdict.kind == "frustrated"
         events.append(
             HumanHandoffRequested(
                 source=source,
                 **state.as_dict(),
-                support_available=support_available,
-                reply="human_handoff_message" if support_available else "no_support_available",
+                support_available=available,
+                support=support,
+                reply="human_handoff_message" if available else "no_support_available",
                 confidence=signal.confidence if signal is not None else None,
                 guard_kind=verdict.kind if verdict is not None else None,
             )
@@ -415,14 +451,16 @@ class SessionControl:
             "human_handoff",
             "human_handoff",
             None,
-            "guard" if source == "guard" else "continuity",
+            {"continuity": "continuity", "loop_offer": "offer"}.get(source, "guard"),
             route_bypassed=True,
             handoff=True,
             metadata={"session_control": HUMAN_HANDOFF, "route_bypassed": True},
         )
         return _result(
-            reply,
-            Outcome.PREEMPT_HUMAN_REQUEST if verdict is not None else Outcome.HUMAN_HANDOFF,
+            GUARD_RESPONSE_FRUSTRATED if frustrated else reply,
+            Outcome.preempt(verdict.kind)
+            if verdict is not None and verdict.kind is not None
+            else Outcome.HUMAN_HANDOFF,
             state,
             events,
             costs,
@@ -432,6 +470,7 @@ class SessionControl:
             session_control=HUMAN_HANDOFF,
             human_handoff_requested=True,
             next_state=NEXT_STATE_HUMAN_HANDOFF_REQUESTED,
+            extra_replies=(reply,) if frustrated else (),
         )
 
     def _end(
@@ -482,6 +521,7 @@ def _result(
     human_handoff_requested: bool = False,
     session_ended: bool = False,
     next_state: str | None = None,
+    extra_replies: tuple[str, ...] = (),
 ) -> TurnResult:
     message = (
         reply if isinstance(reply, ChatMessage) else ChatMessage(role="assistant", content=reply)
@@ -503,6 +543,7 @@ def _result(
         usage_by_profile=dict(costs.by_profile),
         llm_calls=costs.calls,
         tool_calls=tuple(ask.tool_calls) if ask is not None else (),
+        extra_replies=extra_replies,
     )
 
 

@@ -27,7 +27,10 @@ class Reply:
 
 @dataclass(frozen=True, slots=True)
 class TurnCommit:
-    """One turn's writes: pop the message, state changes, history, events, the reply."""
+    """One turn's writes: pop the message, state changes, history, events, the replies.
+
+    With ``park_until_ms`` the message is not popped: it waits at the head of the inbox
+    (the model is down) and the thread is woken at that time."""
 
     thread_id: str
     message_id: str
@@ -36,10 +39,13 @@ class TurnCommit:
     """Changed state fields (``""`` deletes), see ``ThreadState.changes_from``."""
     history: Sequence[str]
     events: Sequence[Payload]
-    reply: Reply | None
+    replies: Sequence[Reply] = ()
     session_open: bool | None = True
     """True: index the session as open (activity now); False: drop it; None: unchanged."""
     handoff_open: bool | None = None
+    waiting_open: bool | None = None
+    """The queue of requests for a person nobody could take yet (same convention)."""
+    park_until_ms: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,4 +61,5 @@ class ThreadAction:
     """Refused while a worker holds the thread."""
     session_open: bool | None = None
     handoff_open: bool | None = None
+    waiting_open: bool | None = None
     reply: Reply | None = None

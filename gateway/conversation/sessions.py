@@ -37,8 +37,24 @@ def close_event(state: ThreadState, reason: str) -> SessionClosed | SessionClose
     return kind(reason=reason, started_at=state.session_started_at or None, closed_at=utc_now_iso())
 
 
-def close_action(state: ThreadState, reason: str, *, idle: bool = False) -> ThreadAction:
-    """Close the thread's open session (support close, idle timeout)."""
+def _message(state: ThreadState, kind: str, text: str) -> Reply | None:
+    """A message to the couple about what support did (``text`` empty: none)."""
+    if not text:
+        return None
+    return Reply(
+        id=f"{kind}-{uuid.uuid4().hex}",
+        text=text,
+        to=state.user_number,
+        channel=state.channel,
+        from_=state.reply_from,
+    )
+
+
+def close_action(
+    state: ThreadState, reason: str, *, idle: bool = False, message: str = ""
+) -> ThreadAction:
+    """Close the thread's open session (support close, idle timeout); ``message`` tells
+    the couple (``SUPPORT_CLOSE_MESSAGE``)."""
     events: list[Payload] = [close_event(state, reason)]
     if state.with_person:
         events.insert(0, SupportReleased(reason=reason))
@@ -50,50 +66,55 @@ def close_action(state: ThreadState, reason: str, *, idle: bool = False) -> Thre
         idle=idle,
         session_open=False,
         handoff_open=False,
+        waiting_open=False,
+        reply=_message(state, "closed", message),
     )
 
 
-def release_action(state: ThreadState, *, reason: str) -> ThreadAction:
-    """Hand a thread that is with a person back to the bot."""
+def release_action(state: ThreadState, *, reason: str, message: str = "") -> ThreadAction:
+    """Hand a thread that is with a person back to the bot; ``message`` tells the couple
+    (``SUPPORT_RELEASE_MESSAGE``)."""
     return ThreadAction(
         session_id=state.session_id,
         events=[SupportReleased(reason=reason)],
         state=state.released().changes_from(state),
         require={"mode": "human", "handoff_requested_at": state.handoff_requested_at},
         handoff_open=False,
+        reply=_message(state, "released", message),
     )
 
 
 def expire_handoff_action(state: ThreadState, message: str) -> ThreadAction:
     """Nobody took the handoff in time: back to the bot, and the couple is told."""
-    released = release_action(state, reason="handoff_timeout")
+    released = release_action(state, reason="handoff_timeout", message=message)
     return ThreadAction(
         session_id=released.session_id,
         events=[HumanHandoffExpired(), *released.events],
         state=released.state,
         require=released.require,
         handoff_open=False,
-        reply=Reply(
-            id=f"handoff-expired-{uuid.uuid4().hex}",
-            text=message,
-            to=state.user_number,
-            channel=state.channel,
-        ),
+        reply=released.reply,
     )
 
 
 def support_reply_action(state: ThreadState, text: str, author: str) -> ThreadAction:
-    """A support person's message to the couple, delivered by the workers."""
+    """A support person's message to the couple, delivered by the workers. Answering a
+    queued request for a person takes it: the thread is with that person from now on."""
     reply_id = f"support-{uuid.uuid4().hex}"
+    taken = state.taken(utc_now_iso())
+    was_waiting = state.waiting_for_person
     return ThreadAction(
         session_id=state.session_id,
         events=[SupportReplied(reply_id=reply_id, text=text, by=author)],
-        state=state.taken(utc_now_iso()).changes_from(state),
+        state=taken.changes_from(state),
+        handoff_open=True if was_waiting else None,
+        waiting_open=False if was_waiting else None,
         reply=Reply(
             id=reply_id,
             text=text,
             to=state.user_number,
             channel=state.channel,
             author=f"support:{author}",
+            from_=state.reply_from,
         ),
     )

@@ -24,6 +24,8 @@ __all__ = ["Mode", "StoredMessage", "ThreadState"]
 
 Mode = Literal["bot", "human"]
 
+_INTS = frozenset({"counter", "outage_retries", "parked_until_ms"})
+
 
 @dataclass(frozen=True, slots=True)
 class ThreadState:
@@ -32,6 +34,8 @@ class ThreadState:
     channel: str = ""
     business_number: str = ""
     user_number: str = ""
+    reply_from: str = ""
+    """The business address replies leave from (the one the couple wrote to)."""
     session_id: str = ""
     session_started_at: str = ""
     mode: Mode = "bot"
@@ -46,6 +50,15 @@ class ThreadState:
     """The last ``router.continuity`` data, as JSON (route stickiness spec, "Telemetria")."""
     handoff_requested_at: str = ""
     handoff_taken_at: str = ""
+    handoff_waiting_since: str = ""
+    """A person was asked for while no one could take it: queued for support."""
+    last_preempt: str = ""
+    """The guard's kind when the previous turn was a guard preempt (else empty)."""
+    outage_since: str = ""
+    """The model has been unreachable for this thread's head message since then."""
+    outage_retries: int = 0
+    parked_until_ms: int = 0
+    """The head message waits for the model until then (Unix ms)."""
     last_message_at: str = ""
     last_user_at: str = ""
 
@@ -59,7 +72,7 @@ class ThreadState:
             raw = stored.get(f.name)
             if raw is None:
                 continue
-            if f.name == "counter":
+            if f.name in _INTS:
                 values[f.name] = int(raw) if raw.isdigit() else 0
             elif f.name == "route_bypassed":
                 values[f.name] = raw == "1"
@@ -76,6 +89,8 @@ class ThreadState:
             value = getattr(self, f.name)
             if isinstance(value, bool):
                 out[f.name] = "1" if value else ""
+            elif f.name in _INTS and f.name != "counter":
+                out[f.name] = str(value) if value else ""
             else:
                 out[f.name] = str(value)
         return out
@@ -114,7 +129,8 @@ class ThreadState:
         return replace(self, session_id=session_id, session_started_at=now)
 
     def closed(self) -> ThreadState:
-        """The session ends: the route, the counter and any handoff go with it."""
+        """The session ends: the route, the counter and any handoff go with it (a parked
+        message does not: it is still answered)."""
         return replace(
             self,
             session_id="",
@@ -129,20 +145,69 @@ class ThreadState:
             mode="bot",
             handoff_requested_at="",
             handoff_taken_at="",
+            handoff_waiting_since="",
+            last_preempt="",
         )
+
+    @property
+    def waiting_for_person(self) -> bool:
+        """A request for a person is queued (nobody could take it when it was made)."""
+        return bool(self.handoff_waiting_since)
+
+    def queued(self, now: str) -> ThreadState:
+        """A person was asked for and nobody can take it now: queue it (the bot stays)."""
+        return self if self.handoff_waiting_since else replace(self, handoff_waiting_since=now)
 
     def handed_off(self, now: str) -> ThreadState:
         """A person was asked for and support is there: the bot stays silent until a
         release (or the handoff expires)."""
-        return replace(self, mode="human", handoff_requested_at=now, handoff_taken_at="")
+        return replace(
+            self,
+            mode="human",
+            handoff_requested_at=now,
+            handoff_taken_at="",
+            handoff_waiting_since="",
+        )
 
     def taken(self, now: str) -> ThreadState:
-        """A person took the handoff (their first action on it); taken stays taken."""
-        return self if self.handoff_taken_at else replace(self, handoff_taken_at=now)
+        """A person took the thread (their first action on it); taken stays taken. A queued
+        request becomes a handoff that person holds."""
+        if self.handoff_taken_at:
+            return self
+        requested = self.handoff_requested_at or self.handoff_waiting_since or now
+        if self.waiting_for_person:
+            return replace(
+                self,
+                mode="human",
+                handoff_requested_at=requested,
+                handoff_taken_at=now,
+                handoff_waiting_since="",
+            )
+        return replace(self, handoff_taken_at=now)
+
+    # --- outages --------------------------------------------------------------------
+
+    def parked(self, now: str, until_ms: int) -> ThreadState:
+        """The model is down: the head message waits until ``until_ms``."""
+        return replace(
+            self,
+            outage_since=self.outage_since or now,
+            outage_retries=self.outage_retries + 1,
+            parked_until_ms=until_ms,
+        )
+
+    def recovered(self) -> ThreadState:
+        return replace(self, outage_since="", outage_retries=0, parked_until_ms=0)
 
     def released(self) -> ThreadState:
         """Back to the bot."""
-        return replace(self, mode="bot", handoff_requested_at="", handoff_taken_at="")
+        return replace(
+            self,
+            mode="bot",
+            handoff_requested_at="",
+            handoff_taken_at="",
+            handoff_waiting_since="",
+        )
 
 
 class StoredMessage(BaseModel):

@@ -12,16 +12,23 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from datetime import UTC
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 import structlog
 
 from agent import LLM_FAILURE_REPLY, ChatMessage, Outcome
-from agent.routing import RouteState, TurnResult
+from agent.routing import RouteState, SupportStatus, TurnResult
 from channels import InboundMessage
-from events import AgentFailed, AgentReplied, MessageReceived, Payload, SessionStarted
-from gateway.clock import utc_now_iso
+from events import (
+    AgentFailed,
+    AgentReplied,
+    MessageParked,
+    MessageReceived,
+    Payload,
+    SessionStarted,
+)
+from gateway.clock import now_ms, parse_iso, utc_now_iso
 from gateway.conversation.changes import Reply, TurnCommit
 from gateway.conversation.sessions import close_event
 from gateway.conversation.thread import StoredMessage, ThreadState
@@ -42,7 +49,8 @@ class Conversation(Protocol):
         *,
         thread_id: str | None = None,
         household_id: str | None = None,
-        support_available: bool = False,
+        support: SupportStatus = "none",
+        last_preempt: str | None = None,
     ) -> TurnResult: ...
 
 
@@ -56,11 +64,19 @@ def counter_after(previous: int, result: TurnResult) -> int:
 
     Reset to 0 when a tool ran; +1 after a domain-agent turn with no tool call; unchanged
     by a guard preempt or a handoff/end node (no agent tried), and unchanged when the LLM
-    was unavailable or failed (the agent could not try either).
+    was unavailable or failed (the agent could not try either). The loop reply starts a
+    new count: the couple's next rephrasing reaches the agent, and the loop can be
+    called again only after the agent failed anew.
     """
+    if result.outcome is Outcome.PREEMPT_LOOP:
+        return 0
     if not result.outcome.agent_tried:
         return previous
     return 0 if result.ran_tools else previous + 1
+
+
+RETRY_DELAYS = (5.0, 10.0, 20.0, 40.0, 60.0)
+"""Seconds before each new try of a message parked by an outage (then every 60 s)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,14 +86,22 @@ class TurnOutput:
 
 
 class TurnRunner:
+    """Turns a stored message into a commit. ``support_status`` says whether a person can
+    take a handoff now; an outage of the model parks the message (the couple is told once)
+    for up to ``outage_window`` seconds, then it gets the failure reply."""
+
     def __init__(
         self,
         conversation: Conversation,
         *,
-        support_available: Callable[[], bool] = lambda: False,
+        support_status: Callable[[], SupportStatus] = lambda: "none",
+        outage_window: float = 900.0,
+        holding_message: str = "",
     ) -> None:
         self.conversation = conversation
-        self.support_available = support_available
+        self.support_status = support_status
+        self.outage_window = outage_window
+        self.holding_message = holding_message
 
     async def run(
         self, state: ThreadState, history: Sequence[str], stored: StoredMessage
@@ -90,6 +114,7 @@ class TurnRunner:
             channel=msg.channel,
             business_number=msg.business_number,
             user_number=msg.user_number,
+            reply_from=msg.reply_from,
             last_message_at=now,
             last_user_at=msg.timestamp.astimezone(UTC).isoformat(),
         )
@@ -98,29 +123,32 @@ class TurnRunner:
             state = state.opened(new_session_id(), now)
             events.append(SessionStarted(channel=msg.channel))
         session_id = state.session_id  # the session this turn belongs to, even if it ends
-        events.append(received_event(stored))
+        if not before.outage_since:  # a parked message was recorded on its first try
+            events.append(received_event(stored))
 
         if not msg.answerable or state.with_person:
             outcome = Outcome.MUTED if msg.answerable else Outcome.IGNORED
-            commit = _commit(msg, state.changes_from(before), session_id, [], events, None)
+            commit = _commit(msg, state.changes_from(before), session_id, [], events, ())
             return TurnOutput(commit, outcome)
 
         user = ChatMessage(role="user", content=msg.agent_text())
         past = [ChatMessage.model_validate_json(h) for h in history]
-        support = bool(self.support_available())
+        support = self.support_status()
         result = await self.conversation.turn(
             [*past, user],
             state.route,
             state.counter,
             thread_id=msg.thread_id,
-            support_available=support,
+            support=support,
+            last_preempt=state.last_preempt or None,
         )
-        reply = result.reply.content
+        if result.outcome is Outcome.OUTAGE and not self._outage_over(state, now):
+            return self._park(state, before, msg, session_id, events)
         events.extend(result.events)
         events.append(agent_event(result, msg))
         route = result.route_decision
         state = replace(
-            state,
+            state.recovered(),
             counter=counter_after(state.counter, result),
             active_agent=result.state.active_agent or "",
             previous_intent=result.state.previous_intent or "",
@@ -128,24 +156,80 @@ class TurnRunner:
             route_bypassed=route.route_bypassed if route is not None else False,
             route_method=route.method if route is not None else "",
             continuity_signal=_json(result.continuity_signal),
+            last_preempt=result.verdict.kind or "" if result.verdict is not None else "",
         )
         handoff_open: bool | None = None
-        if result.human_handoff_requested and support:  # nobody to take it: the bot stays
-            state = state.handed_off(now)
-            handoff_open = True
+        waiting_open: bool | None = None
+        if result.human_handoff_requested:
+            if support == "available":
+                state = state.handed_off(now)
+                handoff_open = True
+                waiting_open = False if before.waiting_for_person else None
+            else:  # nobody can take it now: queued for support, the bot stays
+                state = state.queued(now)
+                waiting_open = True
         session_open: bool | None = True
         if result.session_ended:
             events.append(close_event(state, "user_ended"))
             state = state.closed()
             session_open, handoff_open = False, False
+            waiting_open = False if before.waiting_for_person else waiting_open
+        replies = (result.reply.content, *result.extra_replies)
         new_history = [
             user.model_dump_json(),
-            ChatMessage(role="assistant", content=reply).model_dump_json(),
+            *(ChatMessage(role="assistant", content=r).model_dump_json() for r in replies),
         ]
-        commit = _commit(msg, state.changes_from(before), session_id, new_history, events, reply)
+        commit = _commit(msg, state.changes_from(before), session_id, new_history, events, replies)
         return TurnOutput(
-            replace(commit, session_open=session_open, handoff_open=handoff_open), result.outcome
+            replace(
+                commit,
+                session_open=session_open,
+                handoff_open=handoff_open,
+                waiting_open=waiting_open,
+            ),
+            result.outcome,
         )
+
+    def _outage_over(self, state: ThreadState, now: str) -> bool:
+        """The model has been unreachable for this message longer than the window."""
+        if not state.outage_since:
+            return False
+        waited = parse_iso(now) - parse_iso(state.outage_since)
+        return waited.total_seconds() >= self.outage_window
+
+    def _park(
+        self,
+        state: ThreadState,
+        before: ThreadState,
+        msg: InboundMessage,
+        session_id: str,
+        events: list[Payload],
+    ) -> TurnOutput:
+        """The model is down: the message waits at the head of the inbox, retried with
+        backoff; the couple is told once per outage."""
+        now = utc_now_iso()
+        delay = RETRY_DELAYS[min(state.outage_retries, len(RETRY_DELAYS) - 1)]
+        due = now_ms() + int(delay * 1000)
+        parked = state.parked(now, due)
+        events.append(
+            MessageParked(
+                message_id=msg.provider_message_id,
+                attempt=parked.outage_retries,
+                retry_at=datetime.fromtimestamp(due / 1000, UTC).isoformat(),
+                outage_since=parked.outage_since,
+            )
+        )
+        commit = _commit(msg, parked.changes_from(before), session_id, [], events, ())
+        if not state.outage_since and self.holding_message:
+            holding = Reply(
+                id=f"{msg.provider_message_id}:holding",
+                text=self.holding_message,
+                to=msg.user_number,
+                channel=msg.channel,
+                from_=msg.reply_from,
+            )
+            commit = replace(commit, replies=[holding])
+        return TurnOutput(replace(commit, park_until_ms=due), Outcome.OUTAGE)
 
     def failed(self, state: ThreadState, stored: StoredMessage, error: BaseException) -> TurnOutput:
         """A turn that raised: answer with the PT-BR failure reply rather than retry forever,
@@ -163,11 +247,14 @@ class TurnRunner:
             user.model_dump_json(),
             ChatMessage(role="assistant", content=LLM_FAILURE_REPLY).model_dump_json(),
         ]
-        after = replace(state.closed(), last_message_at=utc_now_iso())
+        after = replace(state.closed().recovered(), last_message_at=utc_now_iso())
         commit = _commit(
-            msg, after.changes_from(state), session_id, history, events, LLM_FAILURE_REPLY
+            msg, after.changes_from(state), session_id, history, events, (LLM_FAILURE_REPLY,)
         )
-        return TurnOutput(replace(commit, session_open=False, handoff_open=False), Outcome.ERROR)
+        return TurnOutput(
+            replace(commit, session_open=False, handoff_open=False, waiting_open=False),
+            Outcome.ERROR,
+        )
 
 
 def _json(value: dict[str, Any] | None) -> str:
@@ -180,8 +267,10 @@ def _commit(
     session_id: str,
     history: list[str],
     events: list[Payload],
-    reply: str | None,
+    replies: Sequence[str],
 ) -> TurnCommit:
+    """The commit of a turn; its replies get ids ``<message id>``, ``<message id>:2``, …"""
+    texts = [text for text in replies if text]
     return TurnCommit(
         thread_id=msg.thread_id,
         message_id=msg.provider_message_id,
@@ -189,14 +278,16 @@ def _commit(
         state=state,
         history=history,
         events=events,
-        reply=Reply(
-            id=msg.provider_message_id,
-            text=reply,
-            to=msg.user_number,
-            channel=msg.channel,
-        )
-        if reply
-        else None,
+        replies=[
+            Reply(
+                id=msg.provider_message_id if n == 1 else f"{msg.provider_message_id}:{n}",
+                text=text,
+                to=msg.user_number,
+                channel=msg.channel,
+                from_=msg.reply_from,
+            )
+            for n, text in enumerate(texts, start=1)
+        ],
     )
 
 

@@ -13,6 +13,7 @@ import structlog
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from gateway.clock import parse_iso
 from gateway.conversation.sessions import close_action, release_action, support_reply_action
 from gateway.conversation.thread import ThreadState
 from gateway.errors import BadRequest, Conflict, NotFound
@@ -54,22 +55,36 @@ async def bearer_auth(request: web.Request, handler: Any) -> web.StreamResponse:
 
 @routes.get("/handoffs")
 async def handoffs(request: web.Request) -> web.Response:
+    """Open handoffs and queued requests for a person, oldest first, with how long each has
+    waited: ``status`` is ``waiting`` (asked while nobody could take it; the bot still
+    answers), ``open`` (the bot is silent, nobody took it yet) or ``taken``."""
     threads = _store(request).threads
-    out = []
-    for thread_id, score in await threads.open_handoffs():
-        state = await threads.state(thread_id) or ThreadState()
-        out.append(
-            {
-                "thread_id": thread_id,
-                "requested_at": state.handoff_requested_at
-                or datetime.fromtimestamp(score / 1000, UTC).isoformat(),
-                "taken_at": state.handoff_taken_at or None,
-                "session_id": state.session_id or None,
-                "channel": state.channel or None,
-                "last_user_at": state.last_user_at or None,
-            }
-        )
-    return web.json_response({"handoffs": out})
+    now = datetime.now(UTC)
+    items: list[dict[str, Any]] = []
+    for kind, found in (
+        ("open", await threads.open_handoffs()),
+        ("waiting", await threads.waiting_requests()),
+    ):
+        for thread_id, score in found:
+            state = await threads.state(thread_id) or ThreadState()
+            asked = (
+                state.handoff_requested_at if kind == "open" else state.handoff_waiting_since
+            ) or datetime.fromtimestamp(score / 1000, UTC).isoformat()
+            status = "taken" if kind == "open" and state.handoff_taken_at else kind
+            items.append(
+                {
+                    "thread_id": thread_id,
+                    "status": status,
+                    "requested_at": asked,
+                    "waited_seconds": round((now - parse_iso(asked)).total_seconds()),
+                    "taken_at": state.handoff_taken_at or None,
+                    "session_id": state.session_id or None,
+                    "channel": state.channel or None,
+                    "last_user_at": state.last_user_at or None,
+                }
+            )
+    items.sort(key=lambda item: str(item["requested_at"]))
+    return web.json_response({"handoffs": items})
 
 
 async def _thread(request: web.Request) -> tuple[str, ThreadState]:
@@ -126,7 +141,10 @@ async def release(request: web.Request) -> web.Response:
     thread_id, state = await _thread(request)
     if not state.with_person:
         raise Conflict("the thread is not with a person: nothing to release")
-    ids = await _store(request).threads.act(thread_id, release_action(state, reason="support"))
+    message = request.config_dict[SETTINGS].support_release_message
+    ids = await _store(request).threads.act(
+        thread_id, release_action(state, reason="support", message=message)
+    )
     return web.json_response({"status": "released", "event_ids": ids})
 
 
@@ -135,7 +153,10 @@ async def close(request: web.Request) -> web.Response:
     thread_id, state = await _thread(request)
     if not state.session_id:
         raise Conflict("the thread has no open session")
-    ids = await _store(request).threads.act(thread_id, close_action(state, "support_closed"))
+    message = request.config_dict[SETTINGS].support_close_message
+    ids = await _store(request).threads.act(
+        thread_id, close_action(state, "support_closed", message=message)
+    )
     return web.json_response({"status": "closed", "event_ids": ids})
 
 

@@ -18,6 +18,9 @@ class Keys:
         self.raw_refused = f"{prefix}:raw:refused"  # list: ids of refused ones in raw
         self.sessions_open = f"{prefix}:sessions:open"  # zset thread → last activity ms
         self.handoffs_open = f"{prefix}:handoffs:open"  # zset thread → handoff request ms
+        self.handoffs_waiting = f"{prefix}:handoffs:waiting"  # zset thread → asked ms
+        self.parked = f"{prefix}:parked"  # zset thread → when its parked message is due
+        self.support_window = f"{prefix}:support:window"  # string: open | closed
         self.outbox = f"{prefix}:outbox"  # stream: the local outbox channel's messages
         self.support_webhook_attempts = f"{prefix}:support_webhook:attempts"  # stream
         self.insights = f"{prefix}:insights"  # zset: hypotheses of current analyses

@@ -22,6 +22,7 @@ SCRIPT_NAMES = (
     "ingest",
     "load",
     "mark_sending",
+    "park",
     "publish",
     "record_failure",
     "record_refused",
@@ -30,6 +31,7 @@ SCRIPT_NAMES = (
     "requeue",
     "save_analysis",
     "transition",
+    "unpark",
 )
 
 _USES = "-- uses:"

@@ -109,41 +109,39 @@ class ThreadStore:
         return bool(res)
 
     async def commit(self, turn: TurnCommit, token: str, entry_id: str) -> tuple[bool, list[str]]:
-        """Commit a turn: pop the message, write state/history/events, queue the reply.
-
-        Returns (thread released, event ids). Raises ``LeaseLost`` when fenced off.
-        """
+        """Commit a turn: pop the message (unless parked), write state/history/events,
+        queue the replies. Returns (thread released, event ids). ``LeaseLost`` when
+        fenced off."""
         k = self.keys
         t = turn.thread_id
-        reply = turn.reply
         payload = {
             "state": dict(turn.state),
             "history": list(turn.history),
             "events": encode_events(turn.events),
-            "reply": reply.text if reply is not None else None,
-            "to": reply.to if reply is not None else "",
-            "channel": reply.channel if reply is not None else "",
-            "from": reply.from_ if reply is not None else "",
+            "replies": [_reply_fields(r) for r in turn.replies],
             "session_open": turn.session_open,
             "handoff_open": turn.handoff_open,
+            "waiting_open": turn.waiting_open,
+            "park_until_ms": turn.park_until_ms,
             "now_ms": now_ms(),
         }
         released, ids = await self._fenced(
             "commit",
-            t,
             [
                 k.thread(t, "lease"),
                 k.thread(t, "inbox"),
                 k.thread(t, "state"),
                 k.thread(t, "history"),
                 k.thread(t, "outbox"),
-                k.thread(t, f"reply:{turn.message_id}"),
                 k.events,
                 k.session_events(turn.session_id) if turn.session_id else "",
                 k.thread(t, "sched"),
                 k.ready,
                 k.sessions_open,
                 k.handoffs_open,
+                k.handoffs_waiting,
+                k.parked,
+                *[k.thread(t, f"reply:{r.id}") for r in turn.replies],
             ],
             [
                 token,
@@ -161,6 +159,22 @@ class ThreadStore:
         )
         return bool(released), [as_str(i) for i in ids]
 
+    async def park(self, thread_id: str, token: str, entry_id: str, due_ms: int) -> bool:
+        """Let go of a thread whose head message waits for the model until ``due_ms``."""
+        res = await self.scripts.run(
+            "park",
+            [self.keys.thread(thread_id, "lease"), self.keys.ready, self.keys.parked],
+            [token, READY_GROUP, entry_id, thread_id, due_ms],
+        )
+        return bool(res)
+
+    async def unpark_due(self, limit: int = 100) -> list[str]:
+        """Wake the parked threads that are due; their ids."""
+        res: Any = await self.scripts.run(
+            "unpark", [self.keys.parked, self.keys.ready], [now_ms(), limit]
+        )
+        return [as_str(t) for t in res] if isinstance(res, list) else []
+
     async def mark_sending(
         self, thread_id: str, message_id: str, token: str
     ) -> tuple[str, dict[str, str]]:
@@ -171,7 +185,6 @@ class ThreadStore:
         """
         status, flat = await self._fenced(
             "mark_sending",
-            thread_id,
             [
                 self.keys.thread(thread_id, "lease"),
                 self.keys.thread(thread_id, f"reply:{message_id}"),
@@ -251,7 +264,7 @@ class ThreadStore:
         )
         return bool(res)
 
-    async def _fenced(self, script: str, thread_id: str, keys: list[str], args: list[Any]) -> Any:
+    async def _fenced(self, script: str, keys: list[str], args: list[Any]) -> Any:
         try:
             return await self.scripts.run(script, keys, args)
         except ResponseError as exc:
@@ -274,6 +287,7 @@ class ThreadStore:
             "state": dict(action.state),
             "session_open": action.session_open,
             "handoff_open": action.handoff_open,
+            "waiting_open": action.waiting_open,
             "events": encode_events(action.events),
             "reply": _reply_fields(reply) if reply is not None else None,
             "now_ms": now_ms(),
@@ -297,6 +311,8 @@ class ThreadStore:
                     k.sessions_open,
                     k.handoffs_open,
                     k.thread(t, f"reply:{reply.id if reply is not None else 'none'}"),
+                    k.handoffs_waiting,
+                    k.parked,
                 ],
                 [dumps(payload)],
             )
@@ -333,4 +349,17 @@ class ThreadStore:
     async def open_handoffs(self) -> list[tuple[str, float]]:
         """Threads with an open handoff, oldest request first: (thread id, ms)."""
         res: Any = await self.redis.zrange(self.keys.handoffs_open, 0, -1, withscores=True)
+        return [(as_str(m), float(sc)) for m, sc in res]
+
+    async def support_window_flipped(self, open_now: bool) -> bool:
+        """Record whether support is open now; True exactly once per opening (the caller
+        that saw it closed, or never recorded, and sets it open), across processes."""
+        previous = await self.redis.set(
+            self.keys.support_window, "open" if open_now else "closed", get=True
+        )
+        return open_now and as_str(previous) != "open"
+
+    async def waiting_requests(self) -> list[tuple[str, float]]:
+        """Threads whose request for a person is queued, oldest first: (thread id, ms)."""
+        res: Any = await self.redis.zrange(self.keys.handoffs_waiting, 0, -1, withscores=True)
         return [(as_str(m), float(sc)) for m, sc in res]

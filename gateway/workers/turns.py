@@ -27,7 +27,7 @@ import structlog
 
 from channels import Sender, SendError, mask_thread_id
 from events import MessageFailed, MessageSent, Payload
-from gateway.clock import parse_iso
+from gateway.clock import now_ms, parse_iso
 from gateway.conversation.turn import TurnRunner
 from gateway.metrics import Metrics
 from gateway.store import LeaseLost, LoadedThread, Store, StoreDown, as_str
@@ -119,6 +119,10 @@ class TurnWorker(StreamConsumer):
                     if self.stopping:  # draining: start no new turn, hand the thread on
                         await self.threads.requeue(thread_id, token, entry_id)
                         return
+                    due = loaded.state.parked_until_ms
+                    if due > now_ms():  # waiting for the model: not yet
+                        await self.threads.park(thread_id, token, entry_id, due)
+                        return
                     if await self._turn(thread_id, loaded, token, entry_id):
                         return
                 elif await self.threads.release_if_idle(thread_id, token, entry_id):
@@ -169,7 +173,11 @@ class TurnWorker(StreamConsumer):
         if sender is not None:
             # read receipt; the typing indicator only when the bot is going to answer
             typing = msg.answerable and not loaded.state.with_person
-            self._courteously(sender.mark_read(msg.provider_message_id, typing=typing))
+            self._courteously(
+                sender.mark_read(
+                    msg.provider_message_id, typing=typing, from_=msg.reply_from or None
+                )
+            )
         try:
             output = await self.runner.run(loaded.state, loaded.history, stored)
         except StoreDown:
@@ -184,9 +192,12 @@ class TurnWorker(StreamConsumer):
                 elapsed = time.time() - parse_iso(stored.received_at).timestamp()
                 self.metrics.turn_seconds.observe(elapsed)
         log.info("turn.committed", outcome=output.outcome)
-        if output.commit.reply is None:
-            return released
-        return await self._deliver(thread_id, msg.provider_message_id, token, entry_id)
+        for reply in output.commit.replies:
+            released = await self._deliver(thread_id, reply.id, token, entry_id)
+        if output.commit.park_until_ms is not None:
+            await self.threads.park(thread_id, token, entry_id, output.commit.park_until_ms)
+            return True
+        return released
 
     # --- delivery ----------------------------------------------------------------------
 
@@ -244,7 +255,9 @@ class TurnWorker(StreamConsumer):
             return "failed", [], [MessageFailed(**base, error=error)]
         for attempt in range(1, SEND_ATTEMPTS + 1):
             try:
-                result = await sender.send_text(reply.get("to", ""), text)
+                result = await sender.send_text(
+                    reply.get("to", ""), text, from_=reply.get("from") or None
+                )
             except SendError as exc:
                 if exc.retryable and attempt < SEND_ATTEMPTS:
                     await asyncio.sleep(0.5 * 2 ** (attempt - 1))

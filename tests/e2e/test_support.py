@@ -94,9 +94,11 @@ async def test_handoff_mutes_the_bot_support_answers_then_releases(
     assert status == 200
     assert await gw.wait_events("support.released", 1)
     assert (await support(gw, "GET", "/handoffs"))[1]["handoffs"] == []
+    sent = await fake_twilio.wait_for_messages(3)  # the couple is told mel is back
+    assert sent[-1]["Body"] == gw.settings.support_release_message
     fake_llm.responder = lambda req: "De volta com a mel!"
     await gw.twilio("qual o total do mês?")
-    sent = await fake_twilio.wait_for_messages(3)
+    sent = await fake_twilio.wait_for_messages(4)
     assert sent[-1]["Body"] == "De volta com a mel!"
     assert len(agent_calls(fake_llm)) >= 1
 

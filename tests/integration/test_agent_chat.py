@@ -270,7 +270,7 @@ async def test_an_unknown_tool_is_reported_to_the_model(
 # -- failures --------------------------------------------------------------------------------
 
 
-async def test_an_llm_timeout_gives_the_failure_reply(
+async def test_an_llm_timeout_is_an_outage_with_the_failure_reply(
     make_agent: MakeAgent, fake_llm: FakeLLM
 ) -> None:
     fake_llm.script(hang())
@@ -281,7 +281,7 @@ async def test_an_llm_timeout_gives_the_failure_reply(
         result = await agent.ask([user("qual o total do mês?")], thread_id=THREAD)
 
     assert time.perf_counter() - started < 3
-    assert result.outcome == "error"
+    assert result.outcome is Outcome.OUTAGE  # the gateway parks the turn and tries again
     assert result.reply == ChatMessage(role="assistant", content=LLM_FAILURE_REPLY)
     assert fake_llm.call_count == result.llm_calls == 1  # no retry behind the caller's back
     assert result.usage.calls == 0
@@ -290,16 +290,24 @@ async def test_an_llm_timeout_gives_the_failure_reply(
     assert failure["log_level"] == "warning"
 
 
-@pytest.mark.parametrize("answer", [error(500), error(429), error(401), no_choices()])
-async def test_an_llm_error_gives_the_failure_reply(
-    make_agent: MakeAgent, fake_llm: FakeLLM, answer: object
+@pytest.mark.parametrize(
+    ("answer", "outcome"),
+    [
+        (error(500), Outcome.OUTAGE),
+        (error(429), Outcome.OUTAGE),
+        (error(401), Outcome.ERROR),
+        (no_choices(), Outcome.ERROR),
+    ],
+)
+async def test_an_llm_error_gives_the_failure_reply_an_outage_when_it_may_pass(
+    make_agent: MakeAgent, fake_llm: FakeLLM, answer: object, outcome: Outcome
 ) -> None:
     fake_llm.script(answer)  # type: ignore[arg-type]
     agent = await make_agent()
 
     result = await agent.ask([user("qual o total do mês?")])
 
-    assert (result.outcome, result.reply.content) == ("error", LLM_FAILURE_REPLY)
+    assert (result.outcome, result.reply.content) == (outcome, LLM_FAILURE_REPLY)
     assert fake_llm.call_count == 1
 
 
@@ -314,7 +322,7 @@ async def test_a_failure_after_a_tool_round_keeps_what_was_done(
 
     result = await agent.ask([user("qual o total do mês?")])
 
-    assert result.outcome == "error"
+    assert result.outcome is Outcome.OUTAGE  # 503
     assert [call.name for call in result.tool_calls] == ["budgetTotal"]
     assert (result.llm_calls, result.usage.calls, result.usage.prompt_tokens) == (2, 1, 100)
 

@@ -248,7 +248,10 @@ async def test_the_guard_catches_a_request_for_a_person_and_the_handoff_node_run
     control = make_control(enabled=enabled)
 
     result = await control.turn(
-        [*PLAN, user("quero falar com uma pessoa")], state, 0, support_available=support
+        [*PLAN, user("quero falar com uma pessoa")],
+        state,
+        0,
+        support="available" if support else "none",
     )
 
     assert fake_llm.call_count == 0  # the guard costs no tokens, the node none either
@@ -266,6 +269,7 @@ async def test_the_guard_catches_a_request_for_a_person_and_the_handoff_node_run
                 "source": "guard",
                 **state.as_dict(),
                 "support_available": support,
+                "support": "available" if support else "none",
                 "reply": "human_handoff_message" if support else "no_support_available",
                 "guard_kind": "human-request",
             },
@@ -296,7 +300,7 @@ async def test_the_classifier_recognises_a_handoff_with_or_without_an_active_age
     script.on("route_continuity", decision("HUMAN_HANDOFF", 0.95))
     control = make_control()
 
-    result = await control.turn([*PLAN, message], state, 0, support_available=True)
+    result = await control.turn([*PLAN, message], state, 0, support="available")
 
     assert calls(fake_llm) == {"route_continuity": 1, "router": 0, "agent": 0}
     assert result.reply.content == HANDOFF_MESSAGE
@@ -346,7 +350,7 @@ async def test_the_handoff_reply_is_configurable(
     script.on("route_continuity", decision("HUMAN_HANDOFF", 0.99))
     control = make_control(human_handoff_message="Já chamei alguém da equipe.")
 
-    result = await control.turn([user(HANDOFF_UNSEEN_BY_THE_GUARD)], support_available=True)
+    result = await control.turn([user(HANDOFF_UNSEEN_BY_THE_GUARD)], support="available")
 
     assert result.reply.content == "Já chamei alguém da equipe."
 

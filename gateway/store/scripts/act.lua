@@ -20,6 +20,7 @@ end
 apply_state(KEYS[1], p['state'])
 apply_index(KEYS[8], p['session_open'], p['thread_id'], p['now_ms'])
 apply_index(KEYS[9], p['handoff_open'], p['thread_id'], p['now_ms'])
+apply_index(KEYS[11], p['waiting_open'], p['thread_id'], p['now_ms'])
 if p['reply'] ~= cjson.null then
   local r = p['reply']
   redis.call('HSET', KEYS[10], 'status', 'pending', 'text', r['text'], 'to', r['to'],
@@ -29,6 +30,8 @@ if p['reply'] ~= cjson.null then
   redis.call('RPUSH', KEYS[3], r['id'])
   if redis.call('SET', KEYS[4], '1', 'NX') then
     redis.call('XADD', KEYS[5], '*', 't', p['thread_id'])
+  elseif redis.call('ZSCORE', KEYS[12], p['thread_id']) then
+    redis.call('ZADD', KEYS[12], p['now_ms'], p['thread_id'])
   end
 end
 return emit(KEYS[6], p['events_maxlen'], p['at'], p['thread_id'], p['session_id'], KEYS[7],
