@@ -131,6 +131,14 @@ class InboundMessage(BaseModel):
     error_message: str | None = None
 
     @property
+    def reply_from(self) -> str:
+        """The business address a reply leaves from: the one the couple wrote to (a
+        Twilio number or Messaging Service, a Meta phone number id); "" if unknown."""
+        if self.channel == "meta":
+            return self.phone_number_id or ""
+        return self.messaging_service_sid or self.business_number
+
+    @property
     def thread_id(self) -> str:
         return make_thread_id(self.channel, self.business_number, self.user_number)
 
