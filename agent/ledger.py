@@ -265,6 +265,19 @@ class Ledger:
             pipe.sadd(self.key(household_id, "members"), *cleaned)
             await pipe.execute()
 
+    async def unlink(self, number: str) -> str | None:
+        """Take ``number`` out of its household (it keeps its own, empty ledger from now
+        on); the household it left, or None when it was in none."""
+        number = number.strip()
+        old = await self.redis.get(self._household_of_key(number))
+        if old is None:
+            return None
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.srem(self.key(_text(old), "members"), number)
+            pipe.delete(self._household_of_key(number))
+            await pipe.execute()
+        return _text(old)
+
     async def household_for(self, number: str) -> str:
         """The household of a WhatsApp number; by default the number itself (alone)."""
         found = await self.redis.get(self._household_of_key(number.strip()))

@@ -20,7 +20,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from channels import compute_twilio_signature
+from channels import compute_twilio_signature, make_thread_id
 from gateway.bootstrap import dev_twilio_token, open_store
 from gateway.settings import Settings
 from gateway.store import Store
@@ -69,56 +69,114 @@ async def run_chat(settings: Settings, args: argparse.Namespace) -> int:
     url = (args.url or f"http://{settings.host}:{settings.port}").rstrip("/")
     token = settings.twilio_auth_token or dev_twilio_token(settings.mel_data_dir)
     business = (settings.twilio_whatsapp_from or BUSINESS).removeprefix("whatsapp:")
+    thread = make_thread_id("twilio", business, args.user)
     async with aiohttp.ClientSession() as session:
         up = await _gateway_up(session, url)
         opener = open_store(settings) if up else _local_gateway(settings)
         async with opener as store:
-            print(f"mel gateway at {url} — escreva sua mensagem (Ctrl-D para sair)")
-            cursor = await store.events.last_id()
-            while True:
-                try:
-                    line = await asyncio.to_thread(input, "você: ")
-                except (EOFError, KeyboardInterrupt):
-                    print()
-                    return 0
-                if not line.strip():
-                    continue
-                sid = "SM" + uuid.uuid4().hex
-                params = {
-                    "MessageSid": sid,
-                    "AccountSid": settings.twilio_account_sid or "AC" + "0" * 32,
-                    "From": f"whatsapp:{args.user}",
-                    "To": f"whatsapp:{business}",
-                    "Body": line,
-                    "NumMedia": "0",
-                    "ProfileName": args.name,
-                    "WaId": args.user.lstrip("+"),
-                }
-                hook = f"{url}/webhooks/twilio"
-                headers = {"X-Twilio-Signature": compute_twilio_signature(token, hook, params)}
-                async with session.post(hook, data=params, headers=headers) as resp:
-                    if resp.status != 200:
-                        print(f"[gateway answered {resp.status}: {await resp.text()}]")
-                        continue
-                cursor = await _print_reply(store, cursor, sid, args.timeout)
+            print(f"mel gateway at {url}: type a message (Ctrl-D to quit)")
+            awaiting = _Awaiting()
+            done = asyncio.Event()
+            shown = asyncio.create_task(
+                _show(store, await store.events.last_id(), thread, awaiting, done)
+            )
+            try:
+                while True:
+                    try:
+                        line = await asyncio.to_thread(input, "you: ")
+                    except (EOFError, KeyboardInterrupt):
+                        print()
+                        break
+                    if line.strip():
+                        sid = "SM" + uuid.uuid4().hex
+                        awaiting.add(sid)  # before it is sent: the reply may be quick
+                        if not await _post(
+                            session, settings, args, url, token, business, line, sid
+                        ):
+                            awaiting.discard(sid)
+                await awaiting.settle(args.timeout)
+            finally:
+                done.set()  # it ends after its current read (a blocked read is not cut)
+                await shown
+    return 0
 
 
-async def _print_reply(store: Store, cursor: str, sid: str, timeout: float) -> str:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while loop.time() < deadline:
-        for event in await store.events.read(cursor, block_ms=1000):
+async def _post(
+    session: aiohttp.ClientSession,
+    settings: Settings,
+    args: argparse.Namespace,
+    url: str,
+    token: str,
+    business: str,
+    text: str,
+    sid: str,
+) -> bool:
+    """POST one line as Twilio would deliver it, signed; False when the gateway refused it."""
+    params = {
+        "MessageSid": sid,
+        "AccountSid": settings.twilio_account_sid or "AC" + "0" * 32,
+        "From": f"whatsapp:{args.user}",
+        "To": f"whatsapp:{business}",
+        "Body": text,
+        "NumMedia": "0",
+        "ProfileName": args.name,
+        "WaId": args.user.lstrip("+"),
+    }
+    hook = f"{url}/webhooks/twilio"
+    headers = {"X-Twilio-Signature": compute_twilio_signature(token, hook, params)}
+    async with session.post(hook, data=params, headers=headers) as resp:
+        if resp.status != 200:
+            print(f"[the gateway answered {resp.status}: {await resp.text()}]")
+            return False
+    return True
+
+
+async def _show(
+    store: Store, cursor: str, thread: str, awaiting: _Awaiting, done: asyncio.Event
+) -> None:
+    """Print every message that reaches this couple as it leaves (mel's replies, a
+    person's words, the holding and handoff-expired messages), whatever they answer."""
+    while not done.is_set():
+        for event in await store.events.read(cursor, block_ms=500):
             cursor = event["id"]
-            data = event["data"]
-            if data.get("in_reply_to") != sid:
+            if event["thread_id"] != thread:
                 continue
+            data = event["data"]
+            answered = str(data.get("in_reply_to") or "").split(":", 1)[0]
             if event["type"] == "message.sent":
-                print(f"mel: {data.get('text', '')}")
-                return cursor
-            if event["type"] == "message.failed":
-                print(f"[resposta não entregue: {data.get('error') or data.get('reason')}]")
-                return cursor
-            if event["type"] == "agent.replied" and not data.get("text"):
-                return cursor
-    print("[sem resposta — a conversa pode estar com um atendente humano]", file=sys.stderr)
-    return cursor
+                author = str(data.get("author") or "bot")
+                who = "mel" if author == "bot" else f"{author.removeprefix('support:')} (support)"
+                print(f"{who}: {data.get('text', '')}")
+                awaiting.discard(answered)
+            elif event["type"] == "message.failed":
+                print(f"[not delivered: {data.get('error') or data.get('reason')}]")
+                awaiting.discard(answered)
+            elif event["type"] == "session.human_handoff.requested" and data.get("support") == (
+                "available"
+            ):
+                print("[a person will answer here; mel stays quiet meanwhile]")
+
+
+class _Awaiting:
+    """The messages sent that nothing has answered yet."""
+
+    def __init__(self) -> None:
+        self.ids: set[str] = set()
+        self._none = asyncio.Event()
+        self._none.set()
+
+    def add(self, sid: str) -> None:
+        self.ids.add(sid)
+        self._none.clear()
+
+    def discard(self, sid: str) -> None:
+        self.ids.discard(sid)
+        if not self.ids:
+            self._none.set()
+
+    async def settle(self, timeout: float) -> None:
+        """Before quitting, give the replies on their way up to ``timeout`` seconds."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._none.wait(), timeout)
+        if self.ids:
+            print("[no answer yet: with a person on the thread, mel stays quiet]", file=sys.stderr)

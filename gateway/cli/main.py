@@ -11,7 +11,11 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from gateway.cli import chat, insights, ledger, serve, watch
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from agent import AgentError
+from gateway.cli import chat, household, insights, ledger, serve, watch
 from gateway.errors import ConfigError, GatewayError
 from gateway.logs import configure_logging
 from gateway.replay import add_replay_parser, run_replay
@@ -30,7 +34,7 @@ def _parser() -> argparse.ArgumentParser:
         "-v", "--verbose", action="store_true", help="show log lines (commands other than serve)"
     )
     sub = p.add_subparsers(dest="command", required=True)
-    for module in (serve, chat, watch, insights, ledger):
+    for module in (serve, chat, watch, insights, ledger, household):
         module.register(sub)
     replay = add_replay_parser(sub)
     replay.set_defaults(run=lambda settings, args: run_replay(args, settings))
@@ -51,10 +55,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.run(settings, args))
     except ConfigError as exc:
         return _fail(exc, 2)
-    except StoreDown as exc:
+    except (StoreDown, RedisConnectionError, RedisTimeoutError) as exc:
         where = settings.redis_url or f"the embedded Redis under {settings.mel_data_dir}"
         return _fail(f"Redis is unreachable ({where}): {exc}", 1)
-    except GatewayError as exc:
+    except (GatewayError, AgentError) as exc:
         return _fail(exc, 1)
     except OSError as exc:  # a port in use, a file that cannot be read, …
         return _fail(exc, 1)

@@ -94,14 +94,14 @@ class FeedHub:
             self._subscribers.discard(sub)
 
     async def close(self) -> None:
-        """End every open stream (shutdown) and stop reading."""
+        """End every open stream (shutdown) and stop reading (after the current read: a
+        blocked read is not cut)."""
         self._closed = True
         for sub in list(self._subscribers):
             sub.close()
         if self._reader is not None:
-            self._reader.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._reader
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(self._reader), 2.0)
 
     async def _read(self) -> None:
         """Follow the stream while anyone listens (one blocking read for everyone)."""
@@ -110,7 +110,7 @@ class FeedHub:
                 if self.position == "$":
                     self.position = await self.events.last_id()
                 self._started.set()
-                if not self._subscribers:
+                if not self._subscribers or self._closed:
                     return
                 batch = await self.events.read(self.position, count=500, block_ms=1000)
             except StoreDown as exc:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import hmac
 import json
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import structlog
 from aiohttp import web
@@ -17,9 +17,10 @@ from gateway.clock import parse_iso
 from gateway.conversation.sessions import close_action, release_action, support_reply_action
 from gateway.conversation.thread import ThreadState
 from gateway.errors import BadRequest, Conflict, NotFound
+from gateway.households import household_of, link, unlink
 from gateway.http.feed import events
 from gateway.http.insights import routes as insights_routes
-from gateway.http.keys import SETTINGS, STORE
+from gateway.http.keys import COMPONENTS, SETTINGS, STORE
 from gateway.store import Store
 
 __all__ = ["create_support_app"]
@@ -28,6 +29,7 @@ log = structlog.get_logger("gateway.http.support")
 routes = web.RouteTableDef()
 
 WINDOW = timedelta(hours=24)
+_Model = TypeVar("_Model", bound=BaseModel)
 
 
 def _store(request: web.Request) -> Store:
@@ -108,6 +110,48 @@ async def thread(request: web.Request) -> web.Response:
     )
 
 
+class HouseholdLink(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    numbers: list[str] = Field(min_length=1, max_length=10)
+    household: str | None = Field(None, min_length=1, max_length=128)
+
+
+@routes.get("/households/{number}")
+async def household_show(request: web.Request) -> web.Response:
+    """A number's household (or a household by id) and its members."""
+    ledger = request.config_dict[COMPONENTS].ledger
+    found = await household_of(ledger, request.match_info["number"])
+    return web.json_response(found.as_json())
+
+
+@routes.post("/households")
+async def household_link(request: web.Request) -> web.Response:
+    """``{"numbers": ["+55…", "+55…"], "household": optional}``: one ledger for both."""
+    body = _parse(HouseholdLink, await request.read())
+    ledger = request.config_dict[COMPONENTS].ledger
+    found = await link(ledger, body.numbers, body.household)
+    log.info("support.household_linked", members=len(found.members))
+    return web.json_response(found.as_json())
+
+
+@routes.delete("/households/members/{number}")
+async def household_unlink(request: web.Request) -> web.Response:
+    ledger = request.config_dict[COMPONENTS].ledger
+    left = await unlink(ledger, request.match_info["number"])
+    if left is None:
+        raise NotFound("that number is in no household")
+    return web.json_response({"left": left})
+
+
+def _parse(model: type[_Model], raw: bytes) -> _Model:
+    try:
+        return model.model_validate_json(raw)
+    except ValidationError as exc:
+        reason = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        raise BadRequest(f"bad request: {reason}") from None
+
+
 class SupportMessage(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -118,11 +162,7 @@ class SupportMessage(BaseModel):
 @routes.post("/threads/{thread_id}/messages")
 async def send_message(request: web.Request) -> web.Response:
     thread_id, state = await _thread(request)
-    try:
-        body = SupportMessage.model_validate_json(await request.read())
-    except ValidationError as exc:
-        reason = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-        raise BadRequest(f"bad request: {reason}") from None
+    body = _parse(SupportMessage, await request.read())
     last_user = state.last_user_at
     if not last_user or datetime.now(UTC) - datetime.fromisoformat(last_user) > WINDOW:
         raise Conflict(

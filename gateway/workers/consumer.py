@@ -31,9 +31,13 @@ import structlog
 
 from gateway.store import ConsumerGroup, Entry, NoGroup, StoreDown
 
-__all__ = ["StreamConsumer", "consumer_name"]
+__all__ = ["SPARED_SECONDS", "StreamConsumer", "consumer_name"]
 
 log = structlog.get_logger("gateway.workers.consumer")
+
+SPARED_SECONDS = 120.0
+"""The longest a drain waits for work it must not cut short (a provider call in flight
+and its retries end well before)."""
 
 
 def consumer_name() -> str:
@@ -138,8 +142,8 @@ class StreamConsumer(ABC):
     async def drain(self, grace: float) -> tuple[int, int]:
         """Stop taking work; wait up to ``grace`` s for the tasks in flight; then cancel
         those not to be spared (their entries stay pending, or the subclass hands them
-        on) and give the spared ones up to ``grace`` s more. Returns (finished, cancelled).
-        """
+        on) and wait for the spared ones to finish, up to ``SPARED_SECONDS`` (a send in
+        flight records what the provider did). Returns (finished, cancelled)."""
         self.stop()
         pending = set(self._tasks)
         if not pending:
@@ -148,13 +152,13 @@ class StreamConsumer(ABC):
         cancelled = {task for task in still if not self.spare(task)}
         for task in cancelled:
             task.cancel()
-        if still:
-            await self._wait_touching(still, grace)
-        finished = len(pending) - len(cancelled)
-        log.info(
-            "consumer.drained", consumer=self.name, finished=finished, cancelled=len(cancelled)
-        )
-        return finished, len(cancelled)
+        if still - cancelled:
+            await self._wait_touching(still - cancelled, SPARED_SECONDS)
+        if cancelled:  # they hand their work on as they go
+            await asyncio.wait(cancelled, timeout=grace)
+        finished, dropped = len(pending) - len(cancelled), len(cancelled)
+        log.info("consumer.drained", consumer=self.name, finished=finished, cancelled=dropped)
+        return finished, dropped
 
     async def _wait_touching(
         self, tasks: set[asyncio.Task[None]], timeout: float

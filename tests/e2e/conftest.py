@@ -195,8 +195,8 @@ async def start_gateway(
             url, tmp_path, llm=fake_llm, twilio=fake_twilio, graph=fake_graph, **overrides
         )
         app = create_app(settings, run_worker=run_worker)
-        server = TestServer(app, host="127.0.0.1", **server_options(settings))
-        await server.start_server()
+        server = TestServer(app, host="127.0.0.1")
+        await server.start_server(**server_options(settings))
         gw = Gateway(server, app[STORE], settings)
         started.append((gw, server))
         if run_worker:
