@@ -52,7 +52,8 @@ def wants_human(text: str, tokens: Collection[str]) -> bool:
         return False
     if not NOT_REQUEST_KEYS.isdisjoint(tokens):
         for pattern in NOT_REQUESTS:
-            text = pattern.regex.sub("  ", text)
+            if not pattern.keys.isdisjoint(tokens):
+                text = pattern.regex.sub("  ", text)
         tokens = text.split()
     if _RULES.search(text, tokens, ""):
         return True

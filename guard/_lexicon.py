@@ -122,6 +122,31 @@ def _terms_of(path: str, value: object) -> list[str]:
     return normalised
 
 
+def _trie(terms: Iterable[str]) -> str:
+    """An alternation of ``terms`` as a prefix tree ("burro", "burros", "burra" →
+    ``burr(?:a|os?)``): Python's ``re`` tries the branches of a flat alternation one by one
+    at every position, a tree costs one branch per letter. A longer term is tried before a
+    term that is its prefix, as in a longest-first alternation."""
+    root: dict[str, dict] = {}  # type: ignore[type-arg]
+    for term in terms:
+        node = root
+        for char in term:
+            node = node.setdefault(char, {})
+        node[""] = {}
+
+    def emit(node: dict[str, dict]) -> str:  # type: ignore[type-arg]
+        ends = "" in node
+        branches = [re.escape(char) + emit(child) for char, child in sorted(node.items()) if char]
+        if not branches:
+            return ""
+        body = branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
+        if ends:
+            return f"(?:{body})?"
+        return body
+
+    return "(?:" + emit(root) + ")"
+
+
 def fragment(name: str, _seen: tuple[str, ...] = ()) -> str:
     """The regex of fragment ``name`` with its own references expanded."""
     if name in _seen:
@@ -130,9 +155,7 @@ def fragment(name: str, _seen: tuple[str, ...] = ()) -> str:
         raise LexiconError(f"lexicon.toml: fragment '<{name}>' is not defined")
     value = _FRAGMENTS[name]
     if isinstance(value, list):
-        terms = set(_terms_of(f"fragments.{name}", value))
-        alternatives = sorted(terms, key=lambda term: (-len(term), term))
-        return "(?:" + "|".join(map(re.escape, alternatives)) + ")"
+        return _trie(set(_terms_of(f"fragments.{name}", value)))
     source = _WRAP.sub("", string(f"fragments.{name}", value))
     return _REFERENCE.sub(lambda m: fragment(m.group(1), (*_seen, name)), source)
 

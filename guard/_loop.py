@@ -277,6 +277,7 @@ def has_content(text: str) -> bool:
     return meaning(text).content
 
 
+@functools.lru_cache(maxsize=1024)
 def _topics_conflict(a: frozenset[str], b: frozenset[str]) -> bool:
     """Whether two sets of topics, neither empty and sharing none, name different things:
     some facet has topics on both sides and none of them are related."""
