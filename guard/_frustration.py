@@ -167,10 +167,13 @@ def is_frustrated(
         ):
             return True
     if not outburst and (worded or emoji):
-        # sarcasm: praise (or 👏) next to a failure
-        outburst = (
-            PRAISE.search(padded, tokens) or (emoji and _has(raw, PRAISE_EMOJI))
-        ) and FAILURE.search(padded, tokens)
+        # sarcasm: praise (or 👏) next to a failure, or praise applauded that is no cheer
+        # ("grande ajuda 👏👏👏", not "parabéns, batemos a meta 👏")
+        praised = PRAISE.search(padded, tokens)
+        clapped = emoji and _has(raw, PRAISE_EMOJI)
+        outburst = ((praised or clapped) and FAILURE.search(padded, tokens)) or (
+            praised and clapped and not CHEER.search(text, tokens, padded)
+        )
     if outburst:
         if (
             not message.elsewhere()

@@ -124,6 +124,12 @@ _Concept = tuple[str, str]  # (kind, name)
 _Phrase = tuple[str, str, str]  # (padded phrase, kind, name)
 
 
+# Groups whose words match only as written, not by their root ("registrado" is not a
+# request to record).
+_EXACT_ONLY: Final = frozenset(strings("loop.exact_only"))
+_REMAINING: Final = "remaining"
+
+
 def _index() -> tuple[dict[str, tuple[_Concept, ...]], dict[str, tuple[_Phrase, ...]]]:
     """word → its concepts (and "~root" → concepts for the groups' words of more than 3
     letters); a phrase's rarest word → the phrases filed under it."""
@@ -142,7 +148,7 @@ def _index() -> tuple[dict[str, tuple[_Concept, ...]], dict[str, tuple[_Phrase, 
             group = Terms.at(f"{path}.{name}")
             for word in group.words:
                 words.setdefault(word, set()).add((kind, name))
-                if kind != _PERIOD and len(word) > 3:
+                if kind != _PERIOD and len(word) > 3 and name not in _EXACT_ONLY:
                     roots.setdefault(_root(word), set()).add((kind, name))
             for key, found in group.phrases.items():
                 phrases.setdefault(key, []).extend((phrase, kind, name) for phrase in found)
@@ -181,6 +187,7 @@ def _related() -> frozenset[tuple[str, str]]:
 
 
 _FACET: Final = _facets()
+_MONEY: Final = "money"
 _RELATED: Final = _related()
 # How a follow-up to a different question starts ("e a água?", "ok, e em março?").
 _FOLLOW_UP: Final = tuple(f"{normalize(start)} " for start in strings("loop.follow_up"))
@@ -230,7 +237,10 @@ def _meaning(text: str) -> Meaning:
                 concepts.add((kind, name))
                 if kind != _INTENT:  # a kind of question leaves its words to the topic
                     padded = padded.replace(phrase, "  ")
-        remaining = set(padded.split())
+        taken = remaining.difference(padded.split())
+        remaining -= taken
+        for word in taken:  # "quanto" in "quanto eu tenho" (saldo) still asks an amount
+            concepts.update(c for c in _WORDS.get(word, ()) if c[0] == _INTENT)
     stems: set[str] = set()
     amounts: set[str] = set()
     for word in remaining:
@@ -272,6 +282,10 @@ def _meaning(text: str) -> Meaning:
 meaning: Final = functools.lru_cache(maxsize=4096)(_meaning)
 
 
+#: The couple's earlier messages, normalised: they come back in every later turn.
+_normalized: Final = functools.lru_cache(maxsize=4096)(normalize)
+
+
 def has_content(text: str) -> bool:
     """Whether a normalised message can take part in a loop at all."""
     return meaning(text).content
@@ -279,23 +293,24 @@ def has_content(text: str) -> bool:
 
 @functools.lru_cache(maxsize=1024)
 def _topics_conflict(a: frozenset[str], b: frozenset[str]) -> bool:
-    """Whether two sets of topics, neither empty and sharing none, name different things:
-    some facet has topics on both sides and none of them are related."""
+    """Whether two sets of topics name different things: some facet has topics on both
+    sides, none shared and none related. When the two share a topic, only a different
+    account or category counts ("fatura do nubank" / "fatura do inter", "meta da viagem" /
+    "meta do carro"); money matters are then aspects of one question ("ipva à vista?" /
+    "ipva sem parcelar?")."""
+    shared = not a.isdisjoint(b)
     for facet in {_FACET[t] for t in a}:
+        if shared and facet == _MONEY:
+            continue
         mine = [t for t in a if _FACET[t] == facet]
         theirs = [t for t in b if _FACET[t] == facet]
-        if theirs and not any((x, y) in _RELATED for x in mine for y in theirs):
+        if theirs and not any(x == y or (x, y) in _RELATED for x in mine for y in theirs):
             return True
     return False
 
 
 def _conflict(a: Meaning, b: Meaning) -> bool:
-    if (
-        a.topics
-        and b.topics
-        and a.topics.isdisjoint(b.topics)
-        and _topics_conflict(a.topics, b.topics)
-    ):
+    if a.topics and b.topics and a.topics != b.topics and _topics_conflict(a.topics, b.topics):
         return True
     if a.amounts and b.amounts and a.amounts != b.amounts:
         return True
@@ -307,6 +322,8 @@ def _conflict(a: Meaning, b: Meaning) -> bool:
                 {v for k, v in b.periods if k == kind}
             ):
                 return True
+    if _REMAINING in a.intents or _REMAINING in b.intents:
+        return False  # "quantas parcelas faltam?" / "quando eu termino de pagar?"
     a_intents, b_intents = a.intents & CONFLICTING_INTENTS, b.intents & CONFLICTING_INTENTS
     return bool(a_intents and b_intents and a_intents.isdisjoint(b_intents))
 
@@ -349,11 +366,11 @@ def is_loop(last: str, previous: str, before: str) -> bool:
     m_last = meaning(last)
     if not m_last.content:
         return False
-    m_previous = meaning(normalize(previous))
+    m_previous = meaning(_normalized(previous))
     last_previous = similar(m_last, m_previous)
     if not last_previous and not _linked(m_last, m_previous):
         return False
-    m_before = meaning(normalize(before))
+    m_before = meaning(_normalized(before))
     if not m_before.content:
         return False
     # all three pairs ask the same thing; or two do and the third pair does not conflict (a
@@ -373,4 +390,4 @@ def is_loop(last: str, previous: str, before: str) -> bool:
 
 def repeats(last: str, previous: str) -> bool:
     """Whether the normalised ``last`` message asks what the raw ``previous`` one did."""
-    return similar(meaning(last), meaning(normalize(previous)))
+    return similar(meaning(last), meaning(_normalized(previous)))
