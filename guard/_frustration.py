@@ -9,11 +9,17 @@ capitals, "!" and emoji):
    "quantas vezes vou ter que ..."), giving up on mel ("vou voltar pra planilha", "1
    estrela na play store", "cancela minha assinatura"), sarcasm markers ("só que não",
    "obrigado por nada") — is frustration, whatever else the message says;
-2. ``directed`` — a negative word aimed at mel ("que bot burro", "lixo de app", "vc é
-   muito lento") — is frustration;
+2. ``directed`` — a negative word aimed at mel ("que bot burro", "vc é muito lento", "que
+   coisa mais ruim esse app") — is frustration; ``directed_before``, a negative word just
+   before the word for mel ("lixo de app"), too, but only within one clause when the
+   message is also about something else ("o chatbot da vivo é inútil, vc me diz quanto
+   foi a conta?" is not at mel). Insults match in every gender, number, diminutive and
+   augmentative ("burro*" in lexicon.toml: "burrinha", "burrão", "burrona");
+   irony — praise, a word for mel and a wink ("super útil vc hein", "q gênio 🙃") — too;
 3. an ``outburst`` (profanity, "vsf", "lixo", "não funciona", "que saco", 🤬 🙄 🙃 ...) or sarcasm
    (``praise`` and ``failure`` together: "parabéns mel 👏 conseguiu errar a fatura
-   inteira") is frustration unless the message is about something else (``elsewhere``:
+   inteira"; praise applauded that is no cheer: "grande ajuda 👏👏👏") is frustration
+   unless the message is about something else (``elsewhere``:
    an amount, a bill, a shop, a bank, another person, a request to record something) and
    nothing ties it to mel. Ties: ``about_mel`` ("eu pedi", "vc registrou errado", "esse
    app"), a request for a person in the same message ("cadê o atendente, porra"), or the

@@ -1,8 +1,10 @@
 """One typo away: the words of lexicon.toml's [typos] recognised with a typo.
 
 ``fix_typos`` replaces a word the lexicon does not know by the [typos] word one typo away
-(a letter added, dropped or changed, or two neighbouring letters swapped), so "esse bot
-não fucniona" reads "esse bot não funciona". It uses a deletion index: every [typos] word
+(a letter added or dropped, two neighbouring letters swapped, or a letter changed for its
+neighbour on the keyboard or in sound), so "esse bot não fucniona" reads "esse bot não
+funciona" and "burrp" reads "burro", while "barro" stays "barro". It uses a deletion
+index: every [typos] word
 and every way of dropping one of its letters point back to it, so a message word needs
 only its own letter-dropped forms looked up.
 """
