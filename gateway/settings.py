@@ -47,6 +47,9 @@ class Settings(BaseSettings):
     twilio_auth_token: str | None = None
     twilio_whatsapp_from: str | None = None
     twilio_api_base_url: str = "https://api.twilio.com"
+    # the business addresses we serve (comma-separated numbers / MG… Messaging Services);
+    # unset: TWILIO_WHATSAPP_FROM (or every number, when that is unset too)
+    twilio_numbers: str | None = None
 
     # Meta Cloud API
     meta_app_secret: str | None = None
@@ -55,6 +58,7 @@ class Settings(BaseSettings):
     meta_phone_number_id: str | None = None
     meta_graph_base_url: str = "https://graph.facebook.com"
     meta_api_version: str = "v21.0"
+    meta_phone_number_ids: str | None = None  # comma-separated; unset: META_PHONE_NUMBER_ID
 
     # LLM
     llm_base_url: str | None = None
@@ -87,6 +91,13 @@ class Settings(BaseSettings):
         "Encerramos este atendimento por aqui. Obrigada pelo contato! Quando quiser, é só "
         "mandar uma mensagem."
     )
+    welcome_message: str = Field(
+        "Oi! Eu sou a mel, a assistente de finanças de vocês dois. Posso anotar gastos, "
+        "mostrar quanto vocês gastaram no mês, acompanhar metas e a fatura do cartão. "
+        "Por onde a gente começa?",
+        min_length=1,
+    )
+    mel_max_media_bytes: int = Field(16 * 1024 * 1024, gt=0)  # a voice note or image fetched
     # the model unreachable: hold the message, answer it when it is back
     llm_outage_retry_seconds: Seconds = 900.0
     llm_outage_message: str = Field(
@@ -184,6 +195,13 @@ class Settings(BaseSettings):
     def support_available(self, now: datetime | None = None) -> bool:
         return self.support_status(now) == "available"
 
+    def served(self, channel: str, address: str) -> bool:
+        """Whether we answer messages written to this business address of ``channel``."""
+        listed = self.twilio_numbers if channel == "twilio" else self.meta_phone_number_ids
+        default = self.twilio_whatsapp_from if channel == "twilio" else self.meta_phone_number_id
+        wanted = {_address(a) for a in (listed or default or "").split(",") if a.strip()}
+        return not wanted or _address(address) in wanted
+
     def max_body_for(self, provider: str) -> int:
         """The largest webhook body taken from ``provider`` (``twilio`` or ``meta``)."""
         return self.max_body_meta if provider == "meta" else self.max_body_twilio
@@ -207,6 +225,11 @@ class Settings(BaseSettings):
         """No provider configured: the Twilio webhook takes a locally generated dev secret
         and replies go to the local outbox channel."""
         return not self.twilio_enabled and not self.meta_enabled
+
+
+def _address(value: str) -> str:
+    """A business address compared plainly: no ``whatsapp:`` prefix, no spaces."""
+    return value.strip().removeprefix("whatsapp:").replace(" ", "")
 
 
 def load_settings(**overrides: object) -> Settings:
