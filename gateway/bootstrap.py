@@ -142,6 +142,10 @@ async def open_store(settings: Settings) -> AsyncIterator[Store]:
         raw_refused_max=settings.mel_raw_refused_count,
         dedupe_ttl=settings.mel_dedupe_ttl_seconds,
         history_cap=2 * settings.mel_history_turns,
+        events_maxlen=settings.mel_events_maxlen,
+        reply_ttl=settings.mel_reply_ttl_seconds,
+        thread_ttl=int(settings.mel_thread_ttl_days * 86400),
+        session_ttl=int(settings.mel_session_events_ttl_days * 86400),
     )
     try:
         yield store
@@ -428,6 +432,7 @@ def _psychologist(c: Components) -> PsychologistWorker | None:
         max_attempts=s.psychologist_max_attempts,
         backoff=s.psychologist_retry_backoff_seconds,
         claim_idle=s.mel_claim_idle_seconds,
+        analysis_ttl_days=s.mel_analysis_ttl_days,
     )
 
 

@@ -129,6 +129,12 @@ class Settings(BaseSettings):
     mel_raw_retention_count: int = Field(100_000, gt=0)
     mel_raw_retention_days: float = Field(30, ge=0)  # 0 = no age limit
     mel_raw_refused_count: int = Field(10_000, gt=0)  # refused deliveries kept (bodies cut)
+    # how long what grows is kept (every key has a bound or an expiry: docs/operations.md)
+    mel_events_maxlen: int = Field(500_000, gt=0)  # the event stream, ~entries
+    mel_thread_ttl_days: float = Field(180, gt=0)  # a thread's state and history, idle
+    mel_session_events_ttl_days: float = Field(90, gt=0)  # a session's event-id list
+    mel_reply_ttl_seconds: int = Field(3 * 24 * 3600, gt=0)  # a delivered reply's record
+    mel_analysis_ttl_days: float = Field(365, gt=0)  # the psychologist's analyses
 
     # LLM cassettes (replay diffs): record every LLM exchange, or answer from the file
     llm_cassette: Path | None = None
