@@ -160,6 +160,21 @@ def _free_port() -> int:
 @contextlib.asynccontextmanager
 async def _process(argv: list[str], env: dict[str, str], port: int) -> AsyncIterator[str]:
     """A server in its own process (its own core), until the block ends."""
+    async with server_process(argv, env, port) as (url, _pid):
+        yield url
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time a process has used so far (Linux ``/proc``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@contextlib.asynccontextmanager
+async def server_process(
+    argv: list[str], env: dict[str, str], port: int
+) -> AsyncIterator[tuple[str, int]]:
+    """A server in its own process, once it answers ``/healthz``: (its URL, its pid)."""
     proc = subprocess.Popen(argv, env={**os.environ, **env}, stdout=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     try:
@@ -174,7 +189,7 @@ async def _process(argv: list[str], env: dict[str, str], port: int) -> AsyncIter
                 await asyncio.sleep(0.05)
             else:
                 raise RuntimeError(f"{argv} did not start")
-        yield url
+        yield url, proc.pid
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)

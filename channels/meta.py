@@ -146,6 +146,7 @@ class MetaSender:
         graph_base_url: str = "https://graph.facebook.com",
         api_version: str = "v21.0",
         timeout: float = 15.0,
+        max_connections: int = 100,
     ) -> None:
         if not access_token or not phone_number_id:
             raise ValueError("MetaSender needs an access token and a phone number id")
@@ -155,6 +156,7 @@ class MetaSender:
         self._phone_number_id = phone_number_id
         self._base = f"{graph_base_url.rstrip('/')}/{api_version.strip('/')}"
         self._timeout = aiohttp.ClientTimeout(total=timeout)
+        self._max_connections = max_connections
         self._session: aiohttp.ClientSession | None = None
 
     @property
@@ -171,6 +173,7 @@ class MetaSender:
             self._session = aiohttp.ClientSession(
                 timeout=self._timeout,
                 headers={"Authorization": f"Bearer {self._token}"},
+                connector=aiohttp.TCPConnector(limit=self._max_connections),
             )
         return self._session
 

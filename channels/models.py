@@ -139,6 +139,14 @@ class InboundMessage(BaseModel):
         return self.messaging_service_sid or self.business_number
 
     @property
+    def written_to(self) -> tuple[str, ...]:
+        """Every business address of ours this message was written to: the Meta phone
+        number id; the Twilio number and, when it belongs to one, its Messaging Service."""
+        if self.channel == "meta":
+            return (self.reply_from,)
+        return (self.business_number, *filter(None, [self.messaging_service_sid]))
+
+    @property
     def thread_id(self) -> str:
         return make_thread_id(self.channel, self.business_number, self.user_number)
 

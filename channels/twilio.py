@@ -375,6 +375,7 @@ class TwilioSender:
         api_base_url: str = "https://api.twilio.com",
         timeout: float = 15.0,
         status_callback: str | None = None,
+        max_connections: int = 100,
     ) -> None:
         if not account_sid or not auth_token:
             raise ValueError("TwilioSender needs an account SID and an auth token")
@@ -389,6 +390,7 @@ class TwilioSender:
         self._api_base_url = api_base_url.rstrip("/")
         self._timeout = timeout
         self._status_callback = status_callback
+        self._max_connections = max_connections
         self._http: Any = None
         self._client: Any = None
 
@@ -402,7 +404,10 @@ class TwilioSender:
             # AsyncTwilioHttpClient ignores its own ``timeout`` for requests (twilio 9.x);
             # send_text bounds each call with asyncio.timeout instead. No max_retries:
             # retrying a create POST can duplicate the message.
-            self._http = AsyncTwilioHttpClient(timeout=self._timeout)
+            self._http = AsyncTwilioHttpClient(timeout=self._timeout, pool_connections=False)
+            self._http.session = aiohttp.ClientSession(  # the SDK's, with a sized pool
+                connector=aiohttp.TCPConnector(limit=self._max_connections)
+            )
             client = Client(self._account_sid, self._auth_token, http_client=self._http)
             client.api.base_url = self._api_base_url
             self._client = client

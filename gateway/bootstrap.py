@@ -56,10 +56,11 @@ from channels import (
 from gateway.conversation.turn import TurnRunner
 from gateway.errors import ConfigError
 from gateway.media import MediaReader
-from gateway.metrics import MeteredLLM, Metrics
+from gateway.metrics import MeteredLLM, Metrics, gauge, loop_lag_metrics, redis_pool_metrics
 from gateway.settings import Settings
-from gateway.store import Store
+from gateway.store import MeteredPool, Store
 from gateway.store.embedded import EmbeddedRedis
+from gateway.workers.admission import LoopLag
 from gateway.workers.consumer import StreamConsumer
 from gateway.workers.parking import Unparker
 from gateway.workers.periodic import PeriodicJob
@@ -91,6 +92,7 @@ class Components:
     llm: LLMClient | None = None
     supervisor: Supervisor | None = None
     worker: TurnWorker | None = None
+    loop_lag: LoopLag | None = None
     senders: dict[str, Sender] = field(default_factory=dict)
     webhooks: dict[str, WebhookAdapter] = field(default_factory=dict)
     media: MediaReader | None = None
@@ -107,7 +109,7 @@ def dev_twilio_token(data_dir: Path) -> str:
 
 
 REDIS_POOL_WAIT_SECONDS = 10.0
-"""How long a Redis call waits for a free pooled connection before it counts as down."""
+"""How long a Redis call waits for a free pooled connection (then ``PoolExhausted``)."""
 
 
 def redis_pool_size(settings: Settings) -> int:
@@ -127,7 +129,7 @@ async def open_store(settings: Settings) -> AsyncIterator[Store]:
         embedded = EmbeddedRedis(settings.mel_data_dir)
         url = await asyncio.to_thread(embedded.start)
         log.info("redis.embedded", data_dir=str(settings.mel_data_dir))
-    pool = aioredis.BlockingConnectionPool.from_url(
+    pool = MeteredPool.from_url(
         url,
         max_connections=redis_pool_size(settings),
         timeout=REDIS_POOL_WAIT_SECONDS,
@@ -177,6 +179,8 @@ async def bootstrap(
         if role in ("serve", "worker"):
             c.senders = await _open_senders(settings, store, stack)
             c.media = await _open_media(settings, stack)
+            if settings.mel_max_loop_lag_ms:
+                c.loop_lag = LoopLag(settings.mel_max_loop_lag_ms / 1000)
             c.worker = _turn_worker(c)
             consumers: list[StreamConsumer] = [c.worker]
             webhook = _support_webhook(c)
@@ -199,7 +203,24 @@ async def bootstrap(
                     "the psychologist needs an LLM: set LLM_BASE_URL (and LLM_API_KEY)"
                 )
             c.supervisor = Supervisor([psychologist], grace=settings.mel_shutdown_grace_seconds)
+        _sample(c)
         yield c
+
+
+def _sample(c: Components) -> None:
+    """What saturates, read at each scrape: the Redis pool, turns in flight, the loop."""
+    pool = c.store.redis.connection_pool
+    if isinstance(pool, MeteredPool):
+        c.metrics.sample(lambda: redis_pool_metrics(pool))
+    worker, lag = c.worker, c.loop_lag
+    if worker is not None:
+        c.metrics.sample(lambda: [
+            gauge("mel_turns_in_flight", "Turns running or waiting to start", worker.in_flight),
+            gauge("mel_worker_concurrency", "Turns this process runs at once, at most",
+                  worker.concurrency),
+        ])  # fmt: skip
+    if lag is not None:
+        c.metrics.sample(lambda: loop_lag_metrics(lag))
 
 
 def _webhooks(s: Settings, twilio_token: str | None) -> dict[str, WebhookAdapter]:
@@ -319,6 +340,7 @@ async def _open_senders(s: Settings, store: Store, stack: AsyncExitStack) -> dic
             status_callback=(
                 f"{s.public_base_url}/webhooks/twilio/status" if s.public_base_url else None
             ),
+            max_connections=s.mel_worker_concurrency,  # a turn sends one reply at a time
         )
     elif s.twilio_enabled or s.dev_mode:
         senders["twilio"] = OutboxSender(store.redis, store.keys.outbox)
@@ -328,6 +350,7 @@ async def _open_senders(s: Settings, store: Store, stack: AsyncExitStack) -> dic
             s.meta_phone_number_id,
             graph_base_url=s.meta_graph_base_url,
             api_version=s.meta_api_version,
+            max_connections=s.mel_worker_concurrency,
         )
     elif s.meta_enabled:
         senders["meta"] = OutboxSender(store.redis, store.keys.outbox)
@@ -391,13 +414,14 @@ def _turn_worker(c: Components) -> TurnWorker:
             outage_window=s.llm_outage_retry_seconds,
             holding_message=s.llm_outage_message,
             media=c.media,
-            served=lambda msg: s.served(msg.channel, msg.reply_from),
+            served=lambda msg: s.served(msg.channel, msg.written_to),
             welcome_message=s.welcome_message,
         ),
         c.senders,
         metrics=c.metrics,
         concurrency=s.mel_worker_concurrency,
         claim_idle=s.mel_claim_idle_seconds,
+        admission=c.loop_lag,
     )
 
 
@@ -439,6 +463,7 @@ def _psychologist(c: Components) -> PsychologistWorker | None:
 def _periodic_jobs(c: Components) -> list[PeriodicJob]:
     s = c.settings
     return [
+        *([c.loop_lag] if c.loop_lag else []),
         SessionSweeper(
             c.store,
             idle_timeout=s.session_idle_timeout,

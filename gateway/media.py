@@ -60,15 +60,16 @@ class MediaReader:
         self.max_bytes = max_bytes
         self.vision = vision
 
-    async def read(self, msg: InboundMessage) -> MediaInput:
-        """The agent's input for a message that carries media (others: its text)."""
+    async def read(self, msg: InboundMessage, *, images: bool = True) -> MediaInput:
+        """The agent's input for a message that carries media (others: its text). Without
+        ``images`` (a person attends: only the transcript is of use) images are not fetched."""
         text = msg.agent_text()
         audio = next((m for m in msg.media if m.kind == "audio"), None)
         if audio is not None:
             return await self._voice_note(msg, audio, text)
-        images = [m for m in msg.media if m.kind == "image"]
-        if images and self.vision:
-            return await self._images(msg, images, text)
+        pictures = [m for m in msg.media if m.kind == "image"]
+        if pictures and images and self.vision:
+            return await self._images(msg, pictures, text)
         return MediaInput(text)
 
     async def _voice_note(self, msg: InboundMessage, audio: Media, text: str) -> MediaInput:

@@ -2,14 +2,32 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from agent import ChatMessage, LLMClient, LLMResponse
 
-__all__ = ["MeteredLLM", "Metrics"]
+if TYPE_CHECKING:
+    from gateway.store.pool import MeteredPool
+    from gateway.workers.admission import LoopLag
+
+__all__ = ["MeteredLLM", "Metrics", "Sampler"]
+
+Sampler = Callable[[], Iterable[Metric]]
+"""Reads a component's own counters when the metrics are scraped (nothing on the hot path)."""
+
+
+class _Sampled(Collector):
+    def __init__(self) -> None:
+        self.samplers: list[Sampler] = []
+
+    def collect(self) -> Iterable[Metric]:
+        for sample in self.samplers:
+            yield from sample()
 
 
 class Metrics:
@@ -69,6 +87,12 @@ class Metrics:
         self.queue_lag = Gauge(
             "mel_queue_lag_seconds", "Age of the oldest unfinished ready entry", registry=r
         )
+        self._sampled = _Sampled()
+        r.register(self._sampled)
+
+    def sample(self, sampler: Sampler) -> None:
+        """Add ``sampler``'s metrics to every scrape."""
+        self._sampled.samplers.append(sampler)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
@@ -94,3 +118,43 @@ class MeteredLLM:
 
     async def aclose(self) -> None:
         await self.inner.aclose()
+
+
+def gauge(name: str, doc: str, value: float) -> Metric:
+    family = GaugeMetricFamily(name, doc)
+    family.add_metric([], value)
+    return family
+
+
+def counter(name: str, doc: str, value: float) -> Metric:
+    family = CounterMetricFamily(name, doc)
+    family.add_metric([], value)
+    return family
+
+
+def redis_pool_metrics(pool: MeteredPool) -> list[Metric]:
+    connections = GaugeMetricFamily(
+        "mel_redis_pool_connections", "Redis connections of this process by state", labels=["state"]
+    )
+    connections.add_metric(["in_use"], pool.in_use)
+    connections.add_metric(["idle"], pool.idle)
+    connections.add_metric(["max"], pool.max_connections)
+    return [
+        connections,
+        counter("mel_redis_pool_waits", "Redis calls that waited for a free connection",
+                pool.waits),
+        counter("mel_redis_pool_wait_seconds", "Time Redis calls spent waiting for a connection",
+                pool.wait_seconds),
+        counter("mel_redis_pool_exhausted", "Redis calls that found no free connection in time",
+                pool.exhausted),
+    ]  # fmt: skip
+
+
+def loop_lag_metrics(lag: LoopLag) -> list[Metric]:
+    return [
+        gauge("mel_event_loop_lag_seconds", "How late the event loop runs a timer", lag.lag),
+        counter("mel_admission_paused", "Turns that waited for the event loop to catch up",
+                lag.pauses),
+        counter("mel_admission_paused_seconds", "Time turns waited for the event loop",
+                lag.paused_seconds),
+    ]  # fmt: skip

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Literal
@@ -121,7 +122,10 @@ class Settings(BaseSettings):
     psychologist_retry_backoff_seconds: Seconds = 5.0  # doubled after each failed run
 
     # Worker and state
-    mel_worker_concurrency: int = Field(64, ge=1, le=4096)
+    # turns in flight per worker process; every pool (Redis, LLM, senders) is sized from it
+    mel_worker_concurrency: int = Field(512, ge=1, le=4096)
+    # no new turn starts while the event loop runs this late (0: never pause)
+    mel_max_loop_lag_ms: int = Field(100, ge=0)
     mel_history_turns: int = Field(20, ge=1, le=500)
     mel_dedupe_ttl_seconds: int = Field(7 * 24 * 3600, gt=0)
     mel_claim_idle_seconds: Seconds = 15.0
@@ -201,12 +205,13 @@ class Settings(BaseSettings):
     def support_available(self, now: datetime | None = None) -> bool:
         return self.support_status(now) == "available"
 
-    def served(self, channel: str, address: str) -> bool:
-        """Whether we answer messages written to this business address of ``channel``."""
+    def served(self, channel: str, addresses: Iterable[str]) -> bool:
+        """Whether we answer messages written to these business addresses of ``channel``
+        (one listed is enough: a number and the Messaging Service it belongs to)."""
         listed = self.twilio_numbers if channel == "twilio" else self.meta_phone_number_ids
         default = self.twilio_whatsapp_from if channel == "twilio" else self.meta_phone_number_id
         wanted = {_address(a) for a in (listed or default or "").split(",") if a.strip()}
-        return not wanted or _address(address) in wanted
+        return not wanted or any(_address(a) in wanted for a in addresses)
 
     def max_body_for(self, provider: str) -> int:
         """The largest webhook body taken from ``provider`` (``twilio`` or ``meta``)."""

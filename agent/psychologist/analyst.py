@@ -66,7 +66,7 @@ TRUNCATED_NOTE: Final = (
 class AnalysisContext:
     """Everything one analysis needs.
 
-    ``events`` are the session's envelopes, oldest first (DESIGN.md "Events").
+    ``events`` are the session's envelopes, oldest first (docs/architecture.md, "Events").
     ``session_event_ids`` are the ids the session recorded as its own (default: the ids
     of ``events``); evidence must be among them. ``known_event_ids``, when given, are all
     ids that exist anywhere, so an id of another session is reported as such.

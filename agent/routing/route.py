@@ -12,8 +12,9 @@ __all__ = ["Route"]
 @dataclass(frozen=True)
 class Route:
     """``method``: ``router`` (the router's choice), ``default`` (its fallback),
-    ``continuity`` (the classifier's say: the router was skipped) or ``guard`` (the guard
-    recognised a request for a person). ``handoff`` marks the global handoff node."""
+    ``continuity`` (the classifier's say: the router was skipped), ``guard`` (the guard
+    recognised a request for a person) or ``offer`` (a yes to the loop reply's offer of a
+    person). ``handoff`` marks the global handoff node."""
 
     route: str
     intent: str | None

@@ -18,7 +18,7 @@ The flow::
 sends every turn to the classifier and its table expects HUMAN_HANDOFF and END_SESSION
 "com ou sem agente ativo", recognisable "mesmo no primeiro turno", while its test list
 names "primeiro turno sem chamada ao classificador". A classifier that is not called
-cannot recognise a handoff, so the scenarios win (as DESIGN.md asks): the classifier runs
+cannot recognise a handoff, so the scenarios win (as the design asks): the classifier runs
 on every turn the guard lets through, the first one included. What a first turn cannot do
 is skip the router: CONTINUE without an active agent is normalised to ROUTE, so a first
 turn costs classifier + router — the price of honouring "quero falar com uma pessoa" or

@@ -131,16 +131,17 @@ class TurnRunner:
             events.append(SessionStarted(channel=msg.channel))
         session_id = state.session_id  # the session this turn belongs to, even if it ends
         served = self.served(msg)
-        answering = msg.answerable and served and not state.with_person
-        media = (
-            await self.media.read(msg) if self.media is not None and msg.media and answering
-            else None
+        listening = msg.answerable and served
+        answering = listening and not state.with_person
+        media = (  # with a person attending, a voice note is still transcribed for them
+            await self.media.read(msg, images=answering)
+            if self.media is not None and msg.media and listening else None
         )  # fmt: skip
         if not before.outage_since:  # a parked message was recorded on its first try
             events.append(received_event(stored, media, not_answered=not served))
 
         if not answering:
-            outcome = Outcome.MUTED if msg.answerable and served else Outcome.IGNORED
+            outcome = Outcome.MUTED if listening else Outcome.IGNORED
             commit = _commit(msg, state.changes_from(before), session_id, [], events, ())
             return TurnOutput(commit, outcome)
 
@@ -284,7 +285,7 @@ class TurnRunner:
 class MediaPort(Protocol):
     """Reads a message's media for the agent (``gateway.media.MediaReader``)."""
 
-    async def read(self, msg: InboundMessage) -> MediaInput: ...
+    async def read(self, msg: InboundMessage, *, images: bool = True) -> MediaInput: ...
 
 
 def _user_entry(user: ChatMessage, msg: InboundMessage) -> str:

@@ -23,6 +23,7 @@ from gateway.store.errors import (
 from gateway.store.events import EventLog, envelope
 from gateway.store.ingest import Ingest, Intake
 from gateway.store.keys import Keys
+from gateway.store.pool import MeteredPool, PoolExhausted
 from gateway.store.scripts import Scripts
 from gateway.store.streams import ConsumerGroup, Entry, NoGroup
 from gateway.store.threads import READY_GROUP, LoadedThread, ThreadStore
@@ -38,7 +39,9 @@ __all__ = [
     "Keys",
     "LeaseLost",
     "LoadedThread",
+    "MeteredPool",
     "NoGroup",
+    "PoolExhausted",
     "Store",
     "StoreDown",
     "StoreError",
@@ -100,7 +103,7 @@ class Store:
         waiting for a free one): for readers that block, so they never take connections
         from the webhooks and the turns. ``close_own_pools`` closes it."""
         main = self.redis.connection_pool
-        pool = aioredis.BlockingConnectionPool(
+        pool = MeteredPool(
             connection_class=main.connection_class,
             max_connections=max_connections,
             timeout=30,

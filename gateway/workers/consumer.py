@@ -29,7 +29,8 @@ from collections.abc import Mapping, Sequence
 
 import structlog
 
-from gateway.store import ConsumerGroup, Entry, NoGroup, StoreDown
+from gateway.store import ConsumerGroup, Entry, NoGroup, PoolExhausted, StoreDown
+from gateway.workers.admission import LoopLag
 
 __all__ = ["SPARED_SECONDS", "StreamConsumer", "consumer_name"]
 
@@ -58,6 +59,7 @@ class StreamConsumer(ABC):
         prefetch: int | None = None,
         read_block_ms: int = 1000,
         consumer: str | None = None,
+        admission: LoopLag | None = None,
     ) -> None:
         self.group = group
         self.concurrency = concurrency
@@ -65,6 +67,7 @@ class StreamConsumer(ABC):
         self.claim_idle_ms = int(claim_idle * 1000)
         self.read_block_ms = read_block_ms
         self.consumer = consumer or consumer_name()
+        self.admission = admission
         self._tasks: dict[asyncio.Task[None], str] = {}
         self._running = asyncio.Semaphore(concurrency)
         self._stopping = asyncio.Event()
@@ -124,6 +127,9 @@ class StreamConsumer(ABC):
                     await self._read_new()
                 except NoGroup:
                     ensured = False  # the stream was deleted (FLUSHALL, a new Redis)
+                except PoolExhausted as exc:
+                    log.warning("consumer.redis_pool_exhausted", consumer=self.name, error=str(exc))
+                    await asyncio.sleep(0.1)
                 except StoreDown as exc:
                     ensured = False
                     log.warning("consumer.redis_unavailable", consumer=self.name, error=str(exc))
@@ -220,9 +226,13 @@ class StreamConsumer(ABC):
         structlog.contextvars.bind_contextvars(entry_id=entry_id)
         try:
             async with self._running:
+                if self.admission is not None:
+                    await self.admission.admit()
                 await self.handle(entry_id, fields)
         except StoreDown as exc:
             log.warning("consumer.redis_unavailable", consumer=self.name, error=str(exc))
+        except PoolExhausted as exc:  # left pending: claimed again once connections free up
+            log.warning("consumer.redis_pool_exhausted", consumer=self.name, error=str(exc))
         except asyncio.CancelledError:
             raise
         except Exception:  # a bug: the entry stays pending and is claimed again later

@@ -36,6 +36,7 @@ from typing import Any
 import structlog
 
 from agent.psychologist import (
+    BUDGET_EXCEEDED,
     CLOSE_EVENT_TYPES,
     AnalysisContext,
     AnalysisOutcome,
@@ -284,6 +285,8 @@ class PsychologistWorker(StreamConsumer):
         outcome = await self.psychologist.analyze(ctx)
         self._meter(outcome)
         if not outcome.ok:
+            # over budget: the same session would cost the same again, so no retry
+            final = outcome.failure == BUDGET_EXCEEDED or attempt >= self.max_attempts
             await self.db.record_failure(
                 session_id=session_id,
                 thread_id=thread_id,
@@ -293,9 +296,10 @@ class PsychologistWorker(StreamConsumer):
                 attempt=attempt,
                 max_attempts=self.max_attempts,
                 outcome=outcome,
+                final=final,
             )
-            self._count("failed" if attempt >= self.max_attempts else "retried", outcome.tier)
-            return "failed"
+            self._count("failed" if final else "retried", outcome.tier)
+            return "failed_for_good" if final else "failed"
         saved = await self.db.save_analysis(
             session=recorded,
             outcome=outcome,

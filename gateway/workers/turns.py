@@ -31,6 +31,7 @@ from gateway.clock import now_ms, parse_iso
 from gateway.conversation.turn import TurnRunner
 from gateway.metrics import Metrics
 from gateway.store import LeaseLost, LoadedThread, Store, StoreDown, as_str
+from gateway.workers.admission import LoopLag
 from gateway.workers.consumer import StreamConsumer
 
 __all__ = ["SEND_ATTEMPTS", "TurnWorker"]
@@ -53,9 +54,14 @@ class TurnWorker(StreamConsumer):
         concurrency: int = 64,
         claim_idle: float = 15.0,
         consumer: str | None = None,
+        admission: LoopLag | None = None,
     ) -> None:
         super().__init__(
-            store.ready, concurrency=concurrency, claim_idle=claim_idle, consumer=consumer
+            store.ready,
+            concurrency=concurrency,
+            claim_idle=claim_idle,
+            consumer=consumer,
+            admission=admission,
         )
         self.store = store
         self.threads = store.threads
@@ -170,7 +176,7 @@ class TurnWorker(StreamConsumer):
         msg = stored.message
         structlog.contextvars.bind_contextvars(message_id=msg.provider_message_id)
         sender = self.senders.get(msg.channel)
-        if sender is not None:
+        if sender is not None and self.runner.served(msg):  # not ours to serve: silence
             # read receipt; the typing indicator only when the bot is going to answer
             typing = msg.answerable and not loaded.state.with_person
             self._courteously(

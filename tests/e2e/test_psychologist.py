@@ -50,7 +50,7 @@ from gateway.store.psychologist import GROUP, PsychologistStore
 from gateway.workers.psychologist import Job, PsychologistWorker
 from tests.e2e.conftest import BUSINESS, Gateway
 from tests.factories import closed, received, replied, started
-from tests.fakes.llm import FakeLLM, Scripted, error, tool_call
+from tests.fakes.llm import FakeLLM, Scripted, error, text, tool_call
 from tests.fakes.twilio_api import FakeTwilioAPI
 
 TOKEN = "support-secret-token"
@@ -640,6 +640,24 @@ async def test_spent_attempts_leave_a_recorded_failure_and_no_analysis(
     await api(gw, "POST", "/sessions/s-1/reanalyze")
     await completions(gw, "s-1")
     assert (await api(gw, "GET", "/sessions/s-1/analysis"))[1]["status"] == "analysed"
+
+
+async def test_a_run_over_budget_is_not_retried(
+    start: Callable[..., Any], analyst: Analyst, fake_llm: FakeLLM
+) -> None:
+    """The same session costs the same again: retrying would spend the budget each time."""
+    gw: Gateway = await start()
+    analyst.queue.append(text("deixa eu pensar", prompt_tokens=60_000, completion_tokens=10))
+
+    await publish_session(gw.store, "s-1")
+    failed = await gw.wait_events(ANALYSIS_FAILED, 1)
+    await until(lambda: drained(gw.store))
+
+    assert [(e["data"]["failure"], e["data"]["final"]) for e in failed] == [
+        ("budget_exceeded", True)
+    ]
+    assert len(psychologist_calls(fake_llm)) == 1
+    assert (await api(gw, "GET", "/sessions/s-1/analysis"))[1]["status"] == "failed"
 
 
 # --- tiers and cost ----------------------------------------------------------------------

@@ -166,6 +166,14 @@ async def test_healthz_readyz_metrics(gateway: Gateway) -> None:
         text = await resp.text()
     assert 'mel_webhooks_total{provider="twilio",status="403"} 1.0' in text
     assert "mel_turn_seconds_bucket" in text
+    # what saturates is visible: turns in flight against the concurrency, the Redis pool
+    # sized from it, the event loop's lag
+    concurrency = gateway.settings.mel_worker_concurrency
+    assert "mel_turns_in_flight 0.0" in text
+    assert f"mel_worker_concurrency {concurrency}.0" in text
+    assert f'mel_redis_pool_connections{{state="max"}} {2 * concurrency + 32}.0' in text
+    assert "mel_redis_pool_waits_total 0.0" in text
+    assert "mel_event_loop_lag_seconds " in text
 
 
 async def test_chunked_body_over_limit_is_413(start_gateway: Any) -> None:

@@ -1,0 +1,93 @@
+"""What a process does when it asks too much at once: a full Redis pool makes calls wait
+(and only then fail, as exhaustion, not as an outage); a lagging event loop holds new
+turns back; both are counted for the metrics."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+import redis.asyncio as aioredis
+
+from gateway.store import MeteredPool, PoolExhausted, Store, StoreDown
+from gateway.workers.admission import LoopLag
+
+
+def _store(url: str, *, size: int, wait: float) -> tuple[Store, MeteredPool]:
+    pool = MeteredPool.from_url(url, max_connections=size, timeout=wait)
+    return Store(aioredis.Redis(connection_pool=pool)), pool
+
+
+async def _hold_the_only_connection(store: Store, seconds: float) -> asyncio.Task[object]:
+    task = asyncio.create_task(store.redis.blpop(["nothing-comes"], timeout=seconds))
+    await asyncio.sleep(0.05)  # it has the connection now
+    return task
+
+
+async def test_a_call_waits_for_a_free_connection_and_the_wait_is_counted(redis_url: str) -> None:
+    store, pool = _store(redis_url, size=1, wait=5)
+    try:
+        holder = await _hold_the_only_connection(store, 1)
+        started = time.monotonic()
+        await store.ping()  # waits for the BLPOP to give the connection back
+        assert time.monotonic() - started > 0.5
+        await holder
+        assert pool.waits == 1
+        assert pool.wait_seconds > 0.5
+        assert pool.exhausted == 0
+        await store.ping()  # an idle connection: no wait
+        assert pool.waits == 1
+    finally:
+        await store.redis.aclose()
+
+
+async def test_a_pool_that_stays_full_is_exhausted_not_down(redis_url: str) -> None:
+    store, pool = _store(redis_url, size=1, wait=0.2)
+    try:
+        holder = await _hold_the_only_connection(store, 1)
+        with pytest.raises(PoolExhausted, match=r"no free Redis connection within 0\.2s"):
+            await store.ping()
+        assert pool.exhausted == 1
+        await holder
+        await store.ping()  # the server was fine all along
+    finally:
+        await store.redis.aclose()
+
+
+async def test_an_unreachable_server_is_still_down() -> None:
+    store, pool = _store("redis://127.0.0.1:1", size=1, wait=0.2)
+    try:
+        with pytest.raises(StoreDown):
+            await store.ping()
+        assert pool.exhausted == 0
+    finally:
+        await store.redis.aclose()
+
+
+async def test_a_lagging_loop_closes_the_gate_until_it_keeps_time_again() -> None:
+    lag = LoopLag(limit=0.05, interval=0.02)
+    await lag.tick()
+    await lag.admit()  # on time: through at once
+    time.sleep(0.12)  # noqa: ASYNC251 - the loop is blocked (a crowd of turns, say)
+    await lag.tick()
+    assert lag.lag > 0.05
+    waiting = asyncio.create_task(lag.admit())
+    await asyncio.sleep(0.01)
+    assert not waiting.done()  # no new turn starts while the loop runs late
+    await lag.tick()  # the next timer fires on time
+    await asyncio.wait_for(waiting, 1)
+    assert lag.pauses == 1
+    assert lag.paused_seconds > 0
+
+
+async def test_stopping_the_lag_job_opens_the_gate() -> None:
+    lag = LoopLag(limit=0.01, interval=0.02)
+    await lag.tick()
+    time.sleep(0.05)  # noqa: ASYNC251 - the loop is blocked
+    await lag.tick()
+    waiting = asyncio.create_task(lag.admit())
+    await asyncio.sleep(0.01)
+    assert not waiting.done()
+    lag.stop()
+    await asyncio.wait_for(waiting, 1)
