@@ -1,11 +1,22 @@
 """The LLM port and its one adapter: any OpenAI-compatible chat-completions endpoint.
 
 :class:`LLMClient` is the protocol the agent depends on; :class:`OpenAICompatibleLLM`
-implements it with the openai SDK (``AsyncOpenAI``), so OpenAI, OCI Generative AI,
-Azure, Ollama, vLLM and llama.cpp servers all work. Each call returns token usage and
-its cost in micro-USD from the profile's prices; every failure is a typed
-:class:`~agent.errors.LLMError`. The SDK never retries on its own: the caller decides.
-Image parts of a message reach only a profile that declares ``vision: true``.
+implements it by POSTing the chat-completions JSON with plain aiohttp (OpenAI, OCI
+Generative AI, Azure, Ollama, vLLM and llama.cpp servers all speak it). Each call returns
+token usage and its cost in micro-USD from the profile's prices; every failure is a typed
+:class:`~agent.errors.LLMError`; nothing is retried here: the caller decides. Image parts
+of a message reach only a profile that declares ``vision: true``.
+
+Why not the openai SDK on this path: measured by ``bench/llm_client_bench.py``, the SDK
+(even on its aiohttp transport, posting a prebuilt body) costs ≈ 4x the CPU of a plain
+aiohttp POST of the same body (≈ 1.3 vs 0.3 ms a call); the gateway makes two a turn. The SDK stays
+for the transcriber (off the hot path): :func:`new_sdk_client`.
+
+Connections: one :class:`~agent.llm_pool.EndpointPool` per distinct endpoint, sized by
+``max_connections``. A call beyond it waits for a free connection (at most
+``pool_timeout``, then :class:`~agent.llm_pool.LLMPoolTimeout`); the profile's
+``timeout_seconds`` starts once the connection is held. :meth:`OpenAICompatibleLLM.stats`
+shows in-flight calls and pool waits per profile and per endpoint.
 
 :func:`resolve_endpoint` and :func:`new_sdk_client` are shared with the transcriber.
 """
@@ -21,22 +32,41 @@ from dataclasses import dataclass
 from decimal import ROUND_CEILING, Decimal
 from typing import Any, Protocol
 
+import aiohttp
 import openai
 import structlog
-from openai.types.chat import ChatCompletion
 
 from agent.errors import LLMBadResponse, LLMError, LLMTimeout, LLMUnavailable
+from agent.llm_pool import (
+    DEFAULT_KEEPALIVE_SECONDS,
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_POOL_TIMEOUT,
+    EndpointPool,
+    LLMPoolTimeout,
+    LLMStats,
+    PoolStats,
+    PoolWaitHook,
+    ProfileCounters,
+    ProfileStats,
+)
 from agent.messages import ChatMessage, ToolCallRequest
 from agent.profiles import LLMProfile, LLMProfiles, TranscriptionProfile
 
 __all__ = [
     "API_KEY_ENV",
     "BASE_URL_ENV",
+    "DEFAULT_MAX_CONNECTIONS",
+    "DEFAULT_POOL_TIMEOUT",
     "NO_API_KEY",
     "Endpoint",
     "LLMClient",
+    "LLMPoolTimeout",
     "LLMResponse",
+    "LLMStats",
     "OpenAICompatibleLLM",
+    "PoolStats",
+    "PoolWaitHook",
+    "ProfileStats",
     "Usage",
     "connection_error",
     "cost_micro_usd",
@@ -47,6 +77,8 @@ __all__ = [
 BASE_URL_ENV = "LLM_BASE_URL"
 API_KEY_ENV = "LLM_API_KEY"
 NO_API_KEY = "not-needed"
+_OPENAI_HEADER_ENV = {"OpenAI-Organization": "OPENAI_ORG_ID", "OpenAI-Project": "OPENAI_PROJECT_ID"}
+"""Headers the openai SDK sent from these variables when set; sent the same way here."""
 
 log = structlog.get_logger(__name__)
 
@@ -129,9 +161,8 @@ class Endpoint:
         return f"Endpoint(base_url={self.base_url!r}, api_key=***)"
 
 
-# The SDK's aiohttp transport (measured: ~1.6x the turns per second of its default httpx
-# one) with a smaller pool than the SDK's 1000: a gateway talks to one or two endpoints
-# with bounded concurrency.
+# The transcriber's SDK client: the SDK's aiohttp transport (measured: ~1.6x the turns per
+# second of its default httpx one) with a smaller pool than the SDK's 1000.
 _POOL_LIMITS = type(openai.DEFAULT_CONNECTION_LIMITS)(
     max_connections=64, max_keepalive_connections=16, keepalive_expiry=30.0
 )
@@ -179,12 +210,19 @@ def connection_error(exc: BaseException) -> ConnectionError | None:
 
 
 class OpenAICompatibleLLM:
-    """:class:`LLMClient` over the openai SDK, one ``AsyncOpenAI`` per distinct endpoint.
+    """:class:`LLMClient` over plain aiohttp, one connection pool per distinct endpoint.
 
     Per profile: ``base_url`` = the profile's, else the default ``base_url``; the key =
     ``environ[profile.api_key_env]`` when that variable is set, else the default
     ``api_key``, else ``"not-needed"`` (keyless endpoints such as Ollama). A profile with
     no endpoint at all raises :class:`LLMUnavailable` when called.
+
+    Pools: ``max_connections`` per endpoint (size it from the caller's concurrency: the
+    calls it may have in flight at once to one endpoint). A call beyond that waits for a
+    free connection, at most ``pool_timeout`` seconds (``None``: unbounded), then raises
+    :class:`LLMPoolTimeout`; the profile's ``timeout_seconds`` starts once the
+    connection is held. ``on_pool_wait(profile, seconds)`` is called for every call
+    that had to wait; :meth:`stats` is the rest (in flight, waiting, totals).
     """
 
     def __init__(
@@ -194,12 +232,30 @@ class OpenAICompatibleLLM:
         base_url: str | None = None,
         api_key: str | None = None,
         environ: Mapping[str, str] = os.environ,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        pool_timeout: float | None = DEFAULT_POOL_TIMEOUT,
+        keepalive_seconds: float = DEFAULT_KEEPALIVE_SECONDS,
+        on_pool_wait: PoolWaitHook | None = None,
     ) -> None:
+        if max_connections < 1:
+            raise ValueError("max_connections must be at least 1")
+        if pool_timeout is not None and pool_timeout <= 0:
+            raise ValueError("pool_timeout must be positive (or None: no bound)")
         self.profiles = profiles
         self.default_base_url = base_url or None
         self._default_api_key = api_key or None
         self._environ = environ
-        self._clients: dict[tuple[str, str], openai.AsyncOpenAI] = {}
+        self.max_connections = max_connections
+        self.pool_timeout = pool_timeout
+        self.keepalive_seconds = keepalive_seconds
+        self.on_pool_wait = on_pool_wait
+        self._pools: dict[tuple[str, str], EndpointPool] = {}
+        self._counters: dict[str, ProfileCounters] = {}
+        self._headers = {
+            header: value
+            for header, variable in _OPENAI_HEADER_ENV.items()
+            if (value := environ.get(variable, "").strip())
+        }
 
     @classmethod
     def from_env(
@@ -231,12 +287,32 @@ class OpenAICompatibleLLM:
         """Profiles with no endpoint, for the start-up warning."""
         return [name for name in self.profiles if self.endpoint(name) is None]
 
-    def _client(self, endpoint: Endpoint) -> openai.AsyncOpenAI:
+    def stats(self) -> LLMStats:
+        """Every endpoint's pool and every profile's calls, now and since start: cheap,
+        meant to be read when the metrics are scraped."""
+        return LLMStats(
+            pools=tuple(pool.stats() for pool in self._pools.values()),
+            profiles={name: counters.snapshot() for name, counters in self._counters.items()},
+        )
+
+    def _pool(self, endpoint: Endpoint) -> EndpointPool:
         key = (endpoint.base_url, endpoint.api_key)
-        client = self._clients.get(key)
-        if client is None:
-            client = self._clients[key] = new_sdk_client(endpoint)
-        return client
+        pool = self._pools.get(key)
+        if pool is None:
+            pool = self._pools[key] = EndpointPool(
+                endpoint.base_url,
+                endpoint.api_key,
+                max_connections=self.max_connections,
+                keepalive_seconds=self.keepalive_seconds,
+                headers=self._headers,
+            )
+        return pool
+
+    def _profile_counters(self, profile: str) -> ProfileCounters:
+        counters = self._counters.get(profile)
+        if counters is None:
+            counters = self._counters[profile] = ProfileCounters()
+        return counters
 
     async def complete(
         self,
@@ -264,34 +340,26 @@ class OpenAICompatibleLLM:
             body["tool_choice"] = tool_choice
         if response_format is not None:
             body["response_format"] = response_format
-        client = self._client(endpoint)
-        started = time.perf_counter()
+        payload = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+        pool = self._pool(endpoint)
+        counters = self._profile_counters(profile)
+        await pool.acquire(
+            profile, counters, pool_timeout=self.pool_timeout, on_wait=self.on_pool_wait
+        )
+        started = time.perf_counter()  # the model's time starts with the connection held
         try:
             async with asyncio.timeout(settings.timeout_seconds):
-                # The body is already wire-shaped JSON: ``post`` sends it as it is, where
-                # ``chat.completions.create`` would walk every message and tool schema
-                # through the SDK's type-driven transform (about 3 ms a call, measured).
-                completion = await client.post(
-                    "/chat/completions",
-                    cast_to=ChatCompletion,
-                    body=body,
-                    options={"timeout": settings.timeout_seconds},
-                )
-        except (TimeoutError, openai.APITimeoutError) as exc:
-            refused = connection_error(exc)
-            if refused is not None:  # the aiohttp transport reports a refusal as a timeout
-                raise LLMError(profile, f"connection failed: {refused}") from exc
+                status, raw = await pool.post(payload)
+        except TimeoutError as exc:
             raise LLMTimeout(profile, f"no answer within {settings.timeout_seconds:g}s") from exc
-        except openai.APIStatusError as exc:
-            raise LLMError(profile, f"HTTP {exc.status_code}", status=exc.status_code) from exc
-        except openai.APIConnectionError as exc:
+        except (aiohttp.ClientError, OSError) as exc:
             raise LLMError(profile, f"connection failed: {exc}") from exc
-        except openai.APIResponseValidationError as exc:
-            raise LLMBadResponse(profile, f"unexpected response: {exc}") from exc
-        except openai.OpenAIError as exc:
-            raise LLMError(profile, f"{type(exc).__name__}: {exc}") from exc
+        finally:
+            pool.release(counters)
         elapsed_ms = round((time.perf_counter() - started) * 1000)
-        response = _to_response(profile, settings, completion)
+        if not 200 <= status < 300:
+            raise LLMError(profile, f"HTTP {status}", status=status)
+        response = _to_response(profile, settings, _decode(profile, raw))
         log.debug(
             "llm.completed",
             profile=profile,
@@ -305,10 +373,10 @@ class OpenAICompatibleLLM:
         return response
 
     async def aclose(self) -> None:
-        """Close every SDK client (and its connection pool)."""
-        clients, self._clients = list(self._clients.values()), {}
-        for client in clients:
-            await client.close()
+        """Close every endpoint's connections (their stats stay readable; a later call
+        opens new ones)."""
+        for pool in list(self._pools.values()):
+            await pool.aclose()
 
 
 def _wire_messages(messages: Sequence[ChatMessage], *, vision: bool) -> list[dict[str, Any]]:
@@ -318,35 +386,51 @@ def _wire_messages(messages: Sequence[ChatMessage], *, vision: bool) -> list[dic
     return [message.without_images().to_openai() for message in messages]
 
 
-def _to_response(profile: str, settings: LLMProfile, completion: Any) -> LLMResponse:
-    """SDK ``ChatCompletion`` → :class:`LLMResponse`; attribute access only, so it works
-    across SDK versions (1.x tool-call classes and the later union types alike)."""
-    choices = getattr(completion, "choices", None)
-    if not choices:
+def _decode(profile: str, raw: bytes) -> dict[str, Any]:
+    """The response body as a JSON object, else :class:`LLMBadResponse`."""
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
+        raise LLMBadResponse(profile, f"the response is not JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise LLMBadResponse(profile, f"the response is not a JSON object: {type(data).__name__}")
+    return data
+
+
+def _to_response(profile: str, settings: LLMProfile, completion: dict[str, Any]) -> LLMResponse:
+    """A chat-completion JSON object → :class:`LLMResponse`; anything unusable in it is a
+    :class:`LLMBadResponse` (unknown fields are ignored, as the SDK ignored them)."""
+    choices = completion.get("choices")
+    if not choices or not isinstance(choices, list):
         raise LLMBadResponse(profile, "the response has no choices")
     choice = choices[0]
-    raw = getattr(choice, "message", None)
-    if raw is None:
+    raw = choice.get("message") if isinstance(choice, dict) else None
+    if not isinstance(raw, dict):
         raise LLMBadResponse(profile, "the first choice has no message")
     calls: list[ToolCallRequest] = []
-    for call in getattr(raw, "tool_calls", None) or ():
-        function = getattr(call, "function", None)
-        if function is None or not getattr(function, "name", None):
-            raise LLMBadResponse(profile, f"unsupported tool call {getattr(call, 'type', '?')!r}")
-        arguments = function.arguments
-        if not isinstance(arguments, str):
+    for call in raw.get("tool_calls") or ():
+        function = call.get("function") if isinstance(call, dict) else None
+        name = function.get("name") if isinstance(function, dict) else None
+        if not name or not isinstance(name, str) or function is None:
+            kind = call.get("type", "?") if isinstance(call, dict) else "?"
+            raise LLMBadResponse(profile, f"unsupported tool call {kind!r}")
+        call_id = call.get("id")
+        if not call_id or not isinstance(call_id, str):
+            raise LLMBadResponse(profile, f"the tool call {name!r} has no id")
+        arguments = function.get("arguments")
+        if arguments is not None and not isinstance(arguments, str):
             arguments = json.dumps(arguments, ensure_ascii=False)
-        calls.append(ToolCallRequest(id=call.id, name=function.name, arguments=arguments or "{}"))
-    message = ChatMessage(
-        role="assistant",
-        content=getattr(raw, "content", None) or "",
-        tool_calls=tuple(calls) or None,
-    )
+        calls.append(ToolCallRequest(id=call_id, name=name, arguments=arguments or "{}"))
+    content = raw.get("content")
+    if content is not None and not isinstance(content, str):
+        raise LLMBadResponse(profile, "the message content is not text")
+    message = ChatMessage(role="assistant", content=content or "", tool_calls=tuple(calls) or None)
+    usage = completion.get("usage")
     prompt_tokens = completion_tokens = 0
-    usage = getattr(completion, "usage", None)
-    if usage is not None:
-        prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
-        completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
+    if isinstance(usage, dict):
+        prompt_tokens = _count(usage.get("prompt_tokens"))
+        completion_tokens = _count(usage.get("completion_tokens"))
+    finish_reason = choice.get("finish_reason")
     return LLMResponse(
         message=message,
         usage=Usage(
@@ -355,7 +439,12 @@ def _to_response(profile: str, settings: LLMProfile, completion: Any) -> LLMResp
             cost_micro_usd=cost_micro_usd(settings, prompt_tokens, completion_tokens),
             calls=1,
         ),
-        model=str(getattr(completion, "model", None) or settings.model),
+        model=str(completion.get("model") or settings.model),
         profile=profile,
-        finish_reason=getattr(choice, "finish_reason", None),
+        finish_reason=finish_reason if isinstance(finish_reason, str) else None,
     )
+
+
+def _count(value: Any) -> int:
+    """A token count from the usage object (a missing or odd value counts zero)."""
+    return value if isinstance(value, int) and value > 0 else 0

@@ -1,4 +1,4 @@
-"""OpenAICompatibleLLM: the real openai SDK against the fake chat-completions server."""
+"""OpenAICompatibleLLM over HTTP against the fake chat-completions server."""
 
 from __future__ import annotations
 
@@ -8,10 +8,12 @@ import time
 from collections.abc import Callable
 
 import pytest
+from aiohttp import web
 
 from agent.errors import LLMBadResponse, LLMError, LLMTimeout, LLMUnavailable
 from agent.llm import OpenAICompatibleLLM
 from agent.messages import ChatMessage, ToolCallRequest
+from tests.fakes._server import LoopbackServer
 from tests.fakes.llm import (
     FakeLLM,
     echo_responder,
@@ -174,7 +176,8 @@ async def test_each_profile_goes_to_its_own_endpoint_with_its_own_key(make_llm: 
         assert oci.requests[0].headers["Authorization"] == "Bearer oci-key"
         assert [call["model"] for call in default.calls] == ["gpt-4.1-mini", "gpt-4.1"]
         assert {r.headers["Authorization"] for r in default.requests} == {"Bearer default-key"}
-        assert len(llm._clients) == 2  # one SDK client per distinct endpoint
+        pools = llm.stats().pools  # one connection pool per distinct endpoint
+        assert sorted(pool.endpoint for pool in pools) == sorted([oci.base_url, default.base_url])
 
 
 async def test_no_endpoint_raises_unavailable_without_a_call(make_llm: MakeLLM) -> None:
@@ -305,3 +308,111 @@ async def test_the_fake_can_be_watched_while_a_call_is_in_flight(make_llm: MakeL
         assert (fake.call_count, fake.pending) == (0, 0)
         with pytest.raises(AssertionError, match="expected 1 LLM calls"):
             await fake.wait_for_calls(1, timeout=0.05)
+
+
+class _RawEndpoint(LoopbackServer):
+    """Answers every chat call with ``body`` verbatim (what the fake cannot send)."""
+
+    def __init__(self, body: bytes, content_type: str = "application/json") -> None:
+        super().__init__()
+        self.body = body
+        self.content_type = content_type
+
+    def routes(self, app: web.Application) -> None:
+        app.router.add_post("/v1/chat/completions", self._answer)
+
+    async def _answer(self, request: web.Request) -> web.Response:
+        await request.read()
+        return web.Response(body=self.body, content_type=self.content_type)
+
+
+@pytest.mark.parametrize(
+    ("body", "problem"),
+    [
+        (b'{"choices": [', "not JSON"),
+        (b"<html>Bad Gateway</html>", "not JSON"),
+        (b"\xff\xfe", "not JSON"),
+        (b"[1, 2]", "not a JSON object"),
+        (b'{"choices": [{"message": "oi"}]}', "has no message"),
+        (b'{"choices": [{"message": {"content": ["a"]}}]}', "content is not text"),
+        (b'{"choices": [{"message": {"tool_calls": [{"type": "custom"}]}}]}', "unsupported"),
+        (
+            b'{"choices": [{"message": {"tool_calls": [{"function": {"name": "f"}}]}}]}',
+            "has no id",
+        ),
+    ],
+)
+async def test_an_unusable_body_is_a_bad_response(
+    make_llm: MakeLLM, body: bytes, problem: str
+) -> None:
+    async with _RawEndpoint(body) as endpoint:
+        llm = make_llm(base_url=f"{endpoint.base_url}/v1")
+
+        with pytest.raises(LLMBadResponse, match=problem) as caught:
+            await llm.complete("agent", HELLO)
+
+    assert not caught.value.transient
+
+
+async def test_tool_call_arguments_given_as_an_object_become_json_text(make_llm: MakeLLM) -> None:
+    body = (
+        b'{"model": "m", "choices": [{"finish_reason": "tool_calls", "message": {"tool_calls":'
+        b' [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": {"a": 1}}}'
+        b']}}], "usage": {"prompt_tokens": 5, "completion_tokens": null}}'
+    )
+    async with _RawEndpoint(body) as endpoint:
+        llm = make_llm(base_url=f"{endpoint.base_url}/v1")
+        response = await llm.complete("agent", HELLO)
+
+    assert response.message.tool_calls == (
+        ToolCallRequest(id="c1", name="f", arguments='{"a": 1}'),
+    )
+    assert (response.usage.prompt_tokens, response.usage.completion_tokens) == (5, 0)
+    assert (response.model, response.finish_reason) == ("m", "tool_calls")
+
+
+async def test_a_connection_closed_by_the_server_is_a_transient_llm_error(
+    make_llm: MakeLLM,
+) -> None:
+    async def hang_up(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read(100)
+        writer.close()
+
+    server = await asyncio.start_server(hang_up, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        llm = make_llm(base_url=f"http://127.0.0.1:{port}/v1")
+        with pytest.raises(LLMError, match="connection failed") as caught:
+            await llm.complete("agent", HELLO)
+    finally:
+        server.close()
+        await server.wait_closed()
+
+    assert type(caught.value) is LLMError
+    assert caught.value.transient
+
+
+async def test_a_redirect_is_not_followed(make_llm: MakeLLM) -> None:
+    class Redirecting(_RawEndpoint):
+        async def _answer(self, request: web.Request) -> web.Response:
+            raise web.HTTPTemporaryRedirect("http://127.0.0.1:1/elsewhere")
+
+    async with Redirecting(b"") as endpoint:
+        llm = make_llm(base_url=f"{endpoint.base_url}/v1")
+        with pytest.raises(LLMError) as caught:
+            await llm.complete("agent", HELLO)
+
+    assert (caught.value.status, caught.value.reason) == (307, "HTTP 307")
+
+
+async def test_the_openai_organization_and_project_variables_become_headers(
+    fake_llm: FakeLLM, make_llm: MakeLLM
+) -> None:
+    environ = {"OPENAI_ORG_ID": "org-1", "OPENAI_PROJECT_ID": "proj-1"}
+    await make_llm(base_url=fake_llm.base_url, environ=environ).complete("agent", HELLO)
+    await make_llm(base_url=fake_llm.base_url).complete("agent", HELLO)
+
+    with_ids, without = (r.headers for r in fake_llm.requests)
+    assert (with_ids["OpenAI-Organization"], with_ids["OpenAI-Project"]) == ("org-1", "proj-1")
+    assert "OpenAI-Organization" not in without
+    assert with_ids["Content-Type"] == "application/json"
