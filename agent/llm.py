@@ -34,6 +34,7 @@ from typing import Any, Protocol
 
 import aiohttp
 import openai
+import orjson
 import structlog
 
 from agent.errors import LLMBadResponse, LLMError, LLMTimeout, LLMUnavailable
@@ -340,7 +341,7 @@ class OpenAICompatibleLLM:
             body["tool_choice"] = tool_choice
         if response_format is not None:
             body["response_format"] = response_format
-        payload = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+        payload = orjson.dumps(body)  # compact UTF-8; ~5× cheaper than json on big prompts
         pool = self._pool(endpoint)
         counters = self._profile_counters(profile)
         await pool.acquire(
@@ -389,7 +390,7 @@ def _wire_messages(messages: Sequence[ChatMessage], *, vision: bool) -> list[dic
 def _decode(profile: str, raw: bytes) -> dict[str, Any]:
     """The response body as a JSON object, else :class:`LLMBadResponse`."""
     try:
-        data = json.loads(raw)
+        data = orjson.loads(raw)
     except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
         raise LLMBadResponse(profile, f"the response is not JSON: {exc}") from None
     if not isinstance(data, dict):

@@ -7,8 +7,9 @@ is shared and noisy). Default settings throughout: the point is what a newcomer 
   At 0 s and 0.7 s per LLM call; one process (``serve``) and web + 2 workers.
 - **ack**: the same 3,000 simultaneous deliveries to a bare aiohttp handler (own process).
 - **cpu floor**: a minimal aiohttp app that verifies the Twilio signature, writes once to
-  Redis, posts the gateway's own two LLM request bodies with plain aiohttp and one Twilio
-  message — the least any gateway must do; CPU-seconds per 1,000 turns, gateway vs floor.
+  Redis, posts the gateway's own LLM request bodies (classifier, router, agent: what a first
+  turn calls with the default settings) with plain aiohttp and one Twilio message — the
+  least any gateway must do; CPU-seconds per 1,000 turns, gateway vs floor.
 - **history**: one couple's 1st…200th turn (history and state must not make turns dearer).
 - **idle threads**: turn latency before and after 50,000 idle threads are in Redis.
 """
@@ -35,14 +36,13 @@ import redis.asyncio as aioredis
 from bench.gateway_bench import (
     ACCOUNT_SID,
     BARE_SERVER,
-    BUSINESS,
-    ROUTER_ANSWER,
     TOKEN,
     _flush,
     _free_port,
     _gateway_argv,
     _gateway_env,
     _params,
+    answer_like_models,
     cpu_seconds,
     pct,
     server_process,
@@ -66,7 +66,7 @@ except ImportError:
     pass
 
 port, token, redis_url, llm_url, twilio_url, sid, bodies = sys.argv[1:8]
-router_body, agent_body = json.loads(open(bodies).read())
+calls = json.loads(open(bodies).read())
 tasks = set()
 
 def signature(url, params):
@@ -74,22 +74,23 @@ def signature(url, params):
     return base64.b64encode(hmac.new(token.encode(), data.encode(), hashlib.sha1).digest()).decode()
 
 async def start(app):
-    app["redis"] = aioredis.from_url(redis_url)
+    pool = aioredis.BlockingConnectionPool.from_url(redis_url, max_connections=64)
+    app["redis"] = aioredis.Redis(connection_pool=pool)
     app["http"] = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
 
 async def turn(app, params):
     http = app["http"]
     headers = {"Authorization": "Bearer sk-bench"}
-    for body in (router_body, agent_body):
+    for body in calls:
         body = {**body, "messages": [*body["messages"][:-1],
                                      {"role": "user", "content": params["Body"]}]}
         async with http.post(f"{llm_url}/chat/completions", json=body, headers=headers) as r:
             answer = await r.json()
     text = answer["choices"][0]["message"]["content"]
     form = {"To": params["From"], "From": params["To"], "Body": text}
-    auth = aiohttp.BasicAuth(sid, token)
+    auth = {"Authorization": "Basic " + base64.b64encode(f"{sid}:{token}".encode()).decode()}
     async with http.post(f"{twilio_url}/2010-04-01/Accounts/{sid}/Messages.json",
-                         data=form, auth=auth) as r:
+                         data=form, headers=auth) as r:
         await r.read()
 
 async def hook(request):
@@ -125,8 +126,7 @@ class Fakes:
     @contextlib.asynccontextmanager
     async def running(cls) -> AsyncIterator[Fakes]:
         async with FakeLLM() as llm, FakeTwilioAPI(ACCOUNT_SID, TOKEN) as twilio:
-            llm.responder = lambda req: "ok " + str(req["messages"][-1]["content"])[:40]
-            llm.by_model["router-model"] = lambda req: ROUTER_ANSWER
+            answer_like_models(llm)
             yield cls(llm, twilio)
 
     def reset(self, latency: float) -> None:
@@ -228,11 +228,13 @@ async def measured_burst(
 
 
 async def floor_burst(redis_url: str, fakes: Fakes, n: int, tmp: Path) -> dict[str, float]:
-    """The floor app under the same burst, posting the gateway's own LLM request bodies."""
-    router = next(c.body for c in fakes.llm.requests if c.model == "router-model")
-    agent = next(c.body for c in fakes.llm.requests if c.model == "agent-model")
+    """The floor app under the same burst, posting the gateway's own LLM request bodies:
+    one of each model a turn called (classifier, router, agent), in that order."""
+    calls: dict[str, Any] = {}
+    for call in fakes.llm.requests:
+        calls.setdefault(str(call.model), call.body)
     bodies = tmp / "floor_bodies.json"
-    bodies.write_text(json.dumps([router, agent]))
+    bodies.write_text(json.dumps(list(calls.values())))
     await _flush(redis_url)
     port = _free_port()
     argv = [sys.executable, "-c", FLOOR_SERVER, str(port), TOKEN, redis_url,
@@ -293,7 +295,9 @@ async def history_and_idle(redis_url: str, data: Path, fakes: Fakes) -> dict[str
         client = aioredis.from_url(redis_url)
         try:
             before = (await client.info("memory"))["used_memory"]
-            out["idle_threads"] = await _clone_threads(client, user, 50_000)
+            # an idle thread: one that had a short conversation (state, history, the
+            # bookkeeping of its messages), copied from one of the fresh couples above
+            out["idle_threads"] = await _clone_threads(client, "+55419100000", 50_000)
             out["idle_memory_mb"] = ((await client.info("memory"))["used_memory"] - before) / 2**20
         finally:
             await client.aclose()
@@ -304,7 +308,7 @@ async def history_and_idle(redis_url: str, data: Path, fakes: Fakes) -> dict[str
 
 async def _clone_threads(client: aioredis.Redis, user: str, count: int) -> int:
     """``count`` copies of ``user``'s thread keys (state, history, …) under new numbers."""
-    keys = [k.decode() async for k in client.scan_iter(f"*{user}*")]
+    keys = [k.decode() async for k in client.scan_iter(f"*:{user}}}*")]
     dumps = {k: await client.dump(k) for k in keys}
     for start in range(0, count, 1000):
         pipe = client.pipeline(transaction=False)
@@ -328,16 +332,26 @@ async def run_all() -> dict[str, dict[str, float]]:
                 url = server.url
                 for n in (1000, 3000):
                     out[f"zero_{n}"] = await measured_burst(url, tmp / "z", fakes, n, 0.0)
+                    _progress(out, f"zero_{n}")
                     out[f"latency_{n}"] = await measured_burst(url, tmp / "l", fakes, n, LATENCY)
+                    _progress(out, f"latency_{n}")
                 out["scale_out_3000"] = await measured_burst(
                     url, tmp / "s", fakes, 3000, LATENCY, workers=2
                 )
+                _progress(out, "scale_out_3000")
                 out["floor_3000"] = await floor_burst(url, fakes, 3000, tmp)
+                _progress(out, "floor_3000")
                 out["bare_3000"] = await bare_acks(3000)
+                _progress(out, "bare_3000")
                 out["history"] = await history_and_idle(url, tmp / "h", fakes)
         finally:
             server.stop()
         return out
+
+
+def _progress(out: dict[str, dict[str, float]], name: str) -> None:
+    figures = ", ".join(f"{k} {v:.2f}" for k, v in out[name].items())
+    print(f"  {name}: {figures}", file=sys.stderr, flush=True)
 
 
 def main() -> None:
@@ -358,7 +372,7 @@ def main() -> None:
              f"ack p99 {z['ack_p99_ms']:.0f} ms"),
             (f"burst {n}, {LATENCY:g} s per LLM call", f"{lt['turns_per_s']:.0f} turns/s",
              f"ack p99 {lt['ack_p99_ms']:.0f} ms, errors {lt['ack_errors']:.0f}"),
-            (f"  ratio latency/zero (goal ≥ 0.8)", f"{lt['turns_per_s'] / z['turns_per_s']:.2f}",
+            ("  ratio latency/zero (goal ≥ 0.8)", f"{lt['turns_per_s'] / z['turns_per_s']:.2f}",
              ""),
         ]  # fmt: skip
     s, f, b, lt = r["scale_out_3000"], r["floor_3000"], r["bare_3000"], r["latency_3000"]

@@ -33,6 +33,16 @@ from tests.fakes.twilio_api import FakeTwilioAPI
 
 PROFILES = Path(__file__).parent.parent / "tests" / "data" / "e2e_llm_profiles.yaml"
 ROUTER_ANSWER = '{"route": "budget_agent", "intent": "budget_overview", "confidence": 0.95}'
+CONTINUITY_ANSWER = '{"decision": "ROUTE", "confidence": 0.9}'
+
+
+def answer_like_models(llm: FakeLLM) -> None:
+    """The router and the continuity classifier answer their JSON; the agent echoes."""
+    llm.responder = lambda req: "ok " + str(req["messages"][-1]["content"])[:60]
+    llm.by_model["router-model"] = lambda req: ROUTER_ANSWER
+    llm.by_model["route-continuity-model"] = lambda req: CONTINUITY_ANSWER
+
+
 ACCOUNT_SID = "AC" + "2" * 32
 TOKEN = "bench-token"
 BUSINESS = "+14155238886"
@@ -277,8 +287,7 @@ async def bench_end_to_end(
     that many ``mel-gateway worker`` processes (the scale-out shape); fakes and load here.
     Throughput as fast as it goes, then webhook→reply latency at a steady 100 turns/s."""
     async with FakeLLM() as llm, FakeTwilioAPI(ACCOUNT_SID, TOKEN) as twilio:
-        llm.responder = lambda req: "ok " + str(req["messages"][-1]["content"])
-        llm.by_model["router-model"] = lambda req: ROUTER_ANSWER
+        answer_like_models(llm)
         port = _free_port()
         env = _gateway_env(redis_url, data, llm, twilio)
         sent_at: dict[str, float] = {}
@@ -346,7 +355,7 @@ async def bench_end_to_end(
 async def bench_round_trips(redis_url: str, data: Path, turns: int = 200) -> dict[str, float]:
     """Round trips of the worker per turn, with ingest counted apart."""
     async with FakeLLM() as llm, FakeTwilioAPI(ACCOUNT_SID, TOKEN) as twilio:
-        llm.by_model["router-model"] = lambda req: ROUTER_ANSWER
+        answer_like_models(llm)
         app = create_app(_settings(redis_url, data, llm, twilio), run_worker=False)
         runner, url = await _serve(app)
         hook = f"{url}/webhooks/twilio"

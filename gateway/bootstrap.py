@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import os
 import secrets
 from collections.abc import AsyncIterator, Mapping
@@ -56,15 +57,22 @@ from channels import (
 from gateway.conversation.turn import TurnRunner
 from gateway.errors import ConfigError
 from gateway.media import MediaReader
-from gateway.metrics import MeteredLLM, Metrics, gauge, loop_lag_metrics, redis_pool_metrics
+from gateway.metrics import (
+    MeteredLLM,
+    Metrics,
+    admission_metrics,
+    gauge,
+    llm_pool_metrics,
+    redis_pool_metrics,
+)
 from gateway.settings import Settings
 from gateway.store import MeteredPool, Store
 from gateway.store.embedded import EmbeddedRedis
-from gateway.workers.admission import LoopLag
+from gateway.workers.admission import Admission
 from gateway.workers.consumer import StreamConsumer
 from gateway.workers.parking import Unparker
 from gateway.workers.periodic import PeriodicJob
-from gateway.workers.psychologist import PsychologistWorker
+from gateway.workers.psychologist import PSYCHOLOGIST_CONCURRENCY, PsychologistWorker
 from gateway.workers.retention import RawRetention
 from gateway.workers.supervisor import Supervisor
 from gateway.workers.support_queue import SupportQueue
@@ -92,7 +100,7 @@ class Components:
     llm: LLMClient | None = None
     supervisor: Supervisor | None = None
     worker: TurnWorker | None = None
-    loop_lag: LoopLag | None = None
+    admission: Admission | None = None
     senders: dict[str, Sender] = field(default_factory=dict)
     webhooks: dict[str, WebhookAdapter] = field(default_factory=dict)
     media: MediaReader | None = None
@@ -179,8 +187,8 @@ async def bootstrap(
         if role in ("serve", "worker"):
             c.senders = await _open_senders(settings, store, stack)
             c.media = await _open_media(settings, stack)
-            if settings.mel_max_loop_lag_ms:
-                c.loop_lag = LoopLag(settings.mel_max_loop_lag_ms / 1000)
+            lag_limit = settings.mel_max_loop_lag_ms / 1000 or math.inf  # 0: no lag limit
+            c.admission = Admission(lag_limit)
             c.worker = _turn_worker(c)
             consumers: list[StreamConsumer] = [c.worker]
             webhook = _support_webhook(c)
@@ -212,7 +220,7 @@ def _sample(c: Components) -> None:
     pool = c.store.redis.connection_pool
     if isinstance(pool, MeteredPool):
         c.metrics.sample(lambda: redis_pool_metrics(pool))
-    worker, lag = c.worker, c.loop_lag
+    worker, lag = c.worker, c.admission
     if worker is not None:
         c.metrics.sample(lambda: [
             gauge("mel_turns_in_flight", "Turns running or waiting to start", worker.in_flight),
@@ -220,7 +228,7 @@ def _sample(c: Components) -> None:
                   worker.concurrency),
         ])  # fmt: skip
     if lag is not None:
-        c.metrics.sample(lambda: loop_lag_metrics(lag))
+        c.metrics.sample(lambda: admission_metrics(lag))
 
 
 def _webhooks(s: Settings, twilio_token: str | None) -> dict[str, WebhookAdapter]:
@@ -299,9 +307,16 @@ async def _open_llm(s: Settings, metrics: Metrics, stack: AsyncExitStack) -> LLM
     profiles = load_profiles(s.llm_profiles_path)
     environ = _environment()
     llm = OpenAICompatibleLLM(
-        profiles, base_url=s.llm_base_url, api_key=s.llm_api_key, environ=environ
+        profiles,
+        base_url=s.llm_base_url,
+        api_key=s.llm_api_key,
+        environ=environ,
+        # a turn makes its calls one after another; the psychologist runs a few at once
+        max_connections=s.mel_worker_concurrency + PSYCHOLOGIST_CONCURRENCY,
+        pool_timeout=s.llm_pool_timeout_seconds,
     )
     stack.push_async_callback(llm.aclose)
+    metrics.sample(lambda: llm_pool_metrics(llm.stats()))
     configured = llm.is_configured("agent")
     if configured or s.llm_cassette:
         _check_profiles(s, profiles, environ)
@@ -421,7 +436,7 @@ def _turn_worker(c: Components) -> TurnWorker:
         metrics=c.metrics,
         concurrency=s.mel_worker_concurrency,
         claim_idle=s.mel_claim_idle_seconds,
-        admission=c.loop_lag,
+        admission=c.admission,
     )
 
 
@@ -463,7 +478,7 @@ def _psychologist(c: Components) -> PsychologistWorker | None:
 def _periodic_jobs(c: Components) -> list[PeriodicJob]:
     s = c.settings
     return [
-        *([c.loop_lag] if c.loop_lag else []),
+        *([c.admission] if c.admission else []),
         SessionSweeper(
             c.store,
             idle_timeout=s.session_idle_timeout,

@@ -12,8 +12,9 @@ from prometheus_client.registry import Collector
 from agent import ChatMessage, LLMClient, LLMResponse
 
 if TYPE_CHECKING:
+    from agent.llm_pool import LLMStats
     from gateway.store.pool import MeteredPool
-    from gateway.workers.admission import LoopLag
+    from gateway.workers.admission import Admission
 
 __all__ = ["MeteredLLM", "Metrics", "Sampler"]
 
@@ -150,11 +151,47 @@ def redis_pool_metrics(pool: MeteredPool) -> list[Metric]:
     ]  # fmt: skip
 
 
-def loop_lag_metrics(lag: LoopLag) -> list[Metric]:
+def admission_metrics(lag: Admission) -> list[Metric]:
     return [
         gauge("mel_event_loop_lag_seconds", "How late the event loop runs a timer", lag.lag),
-        counter("mel_admission_paused", "Turns that waited for the event loop to catch up",
+        counter("mel_admission_paused", "Turns that waited to start (a lagging loop, a "
+                "webhook being acknowledged)",
                 lag.pauses),
-        counter("mel_admission_paused_seconds", "Time turns waited for the event loop",
+        counter("mel_admission_paused_seconds", "Time turns waited to start",
                 lag.paused_seconds),
     ]  # fmt: skip
+
+
+def llm_pool_metrics(stats: LLMStats) -> list[Metric]:
+    """Per profile: calls on the wire and waiting; per endpoint: the pool's size and use;
+    the waits since start (a call waits only when every connection is taken)."""
+    families: dict[str, GaugeMetricFamily | CounterMetricFamily] = {
+        "in_flight": GaugeMetricFamily(
+            "mel_llm_in_flight", "LLM calls holding a connection", labels=["profile"]
+        ),
+        "waiting": GaugeMetricFamily(
+            "mel_llm_pool_waiting", "LLM calls waiting for a connection", labels=["profile"]
+        ),
+        "waits": CounterMetricFamily(
+            "mel_llm_pool_waits", "LLM calls that waited for a connection", labels=["profile"]
+        ),
+        "wait_seconds": CounterMetricFamily(
+            "mel_llm_pool_wait_seconds", "Time LLM calls waited for a connection",
+            labels=["profile"],
+        ),
+        "pool_timeouts": CounterMetricFamily(
+            "mel_llm_pool_timeouts", "LLM calls that found no connection in time",
+            labels=["profile"],
+        ),
+    }  # fmt: skip
+    for profile, p in stats.profiles.items():
+        for name, family in families.items():
+            family.add_metric([profile], getattr(p, name))
+    size = GaugeMetricFamily(
+        "mel_llm_pool_connections", "LLM connections by endpoint and state",
+        labels=["endpoint", "state"],
+    )  # fmt: skip
+    for pool in stats.pools:
+        size.add_metric([pool.endpoint, "in_use"], pool.in_use)
+        size.add_metric([pool.endpoint, "max"], pool.max_connections)
+    return [*families.values(), size]

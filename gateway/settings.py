@@ -123,7 +123,9 @@ class Settings(BaseSettings):
 
     # Worker and state
     # turns in flight per worker process; every pool (Redis, LLM, senders) is sized from it
-    mel_worker_concurrency: int = Field(512, ge=1, le=4096)
+    mel_worker_concurrency: int = Field(1024, ge=1, le=4096)
+    # `worker` / `psychologist` processes serve /metrics and /healthz here (unset: none)
+    mel_metrics_port: int | None = Field(None, ge=1, le=65535)
     # no new turn starts while the event loop runs this late (0: never pause)
     mel_max_loop_lag_ms: int = Field(100, ge=0)
     mel_history_turns: int = Field(20, ge=1, le=500)
@@ -139,6 +141,9 @@ class Settings(BaseSettings):
     mel_session_events_ttl_days: float = Field(90, gt=0)  # a session's event-id list
     mel_reply_ttl_seconds: int = Field(3 * 24 * 3600, gt=0)  # a delivered reply's record
     mel_analysis_ttl_days: float = Field(365, gt=0)  # the psychologist's analyses
+
+    # seconds an LLM call waits for a free connection (its timeout starts once it has one)
+    llm_pool_timeout_seconds: Seconds = 30.0
 
     # LLM cassettes (replay diffs): record every LLM exchange, or answer from the file
     llm_cassette: Path | None = None

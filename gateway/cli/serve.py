@@ -11,7 +11,7 @@ from typing import Any
 import structlog
 from aiohttp import web
 
-from gateway.bootstrap import bootstrap
+from gateway.bootstrap import Components, bootstrap
 from gateway.settings import Settings
 from gateway.workers.supervisor import JobDied
 
@@ -89,14 +89,30 @@ async def _background(settings: Settings, role: str) -> int:
             loop.add_signal_handler(sig, stop.set)
         supervisor.start()
         log.info(f"{role}.start")
+        metrics = await _serve_metrics(c, settings.mel_metrics_port)
         await _freeze_startup_objects()
         stopping = asyncio.create_task(stop.wait())
         watching = asyncio.create_task(supervisor.wait())
         await asyncio.wait({stopping, watching}, return_when=asyncio.FIRST_COMPLETED)
         stopping.cancel()
+        if metrics is not None:
+            await metrics.cleanup()
         await supervisor.stop()
         if watching.done() and isinstance(watching.exception(), JobDied):
             log.error(f"{role}.exit", reason=str(watching.exception()))
             return 1
         watching.cancel()
     return 0
+
+
+async def _serve_metrics(c: Components, port: int | None) -> web.AppRunner | None:
+    """``/metrics`` and ``/healthz`` on ``port`` (all interfaces), when one is set."""
+    if port is None:
+        return None
+    from gateway.http.app import create_metrics_app
+
+    runner = web.AppRunner(create_metrics_app(c), access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, "0.0.0.0", port).start()
+    log.info("metrics.listening", port=port)
+    return runner

@@ -8,7 +8,7 @@ from typing import Any
 
 from aiohttp import web
 
-from gateway.bootstrap import Role, bootstrap
+from gateway.bootstrap import Components, Role, bootstrap
 from gateway.http.errors import context_and_errors
 from gateway.http.feed import FEED, FeedHub
 from gateway.http.keys import COMPONENTS, METRICS, SETTINGS, STORE
@@ -18,7 +18,7 @@ from gateway.metrics import Metrics
 from gateway.settings import Settings
 from gateway.store import StoreDown
 
-__all__ = ["create_app", "server_options"]
+__all__ = ["create_app", "create_metrics_app", "server_options"]
 
 
 async def healthz(_request: web.Request) -> web.Response:
@@ -44,13 +44,25 @@ async def readyz(request: web.Request) -> web.Response:
 
 async def metrics(request: web.Request) -> web.Response:
     m = request.app[METRICS]
-    m.feed_streams.set(request.app[FEED].open_streams)
+    if FEED in request.app:
+        m.feed_streams.set(request.app[FEED].open_streams)
     with contextlib.suppress(StoreDown):
         depth, pending, lag = await request.app[STORE].ready.stats()
         m.queue_depth.set(depth)
         m.queue_pending.set(pending)
         m.queue_lag.set(lag)
     return web.Response(body=m.render(), content_type="text/plain", charset="utf-8")
+
+
+def create_metrics_app(c: Components) -> web.Application:
+    """``/metrics`` and ``/healthz`` of a ``worker`` or ``psychologist`` process
+    (``MEL_METRICS_PORT``): its turns, pools and loop, for the same scraper as ``serve``."""
+    app = web.Application()
+    app[METRICS] = c.metrics
+    app[STORE] = c.store
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/metrics", metrics)
+    return app
 
 
 def server_options(settings: Settings) -> dict[str, Any]:

@@ -189,7 +189,16 @@ async def _refuse(delivery: Delivery, status: int, reason: str) -> web.Response:
 
 
 async def handle(request: web.Request) -> web.StreamResponse:
-    """POST: verify, parse, store, acknowledge (the same for every provider)."""
+    """POST: verify, parse, store, acknowledge (the same for every provider). Turns of
+    this process wait to start meanwhile: acknowledging comes first."""
+    gate = request.app[COMPONENTS].admission
+    if gate is None:
+        return await _handle(request)
+    with gate.acknowledging_one():
+        return await _handle(request)
+
+
+async def _handle(request: web.Request) -> web.StreamResponse:
     adapter = _adapter(request)
     delivery = Delivery(adapter.provider, request)
     settings = request.app[SETTINGS]

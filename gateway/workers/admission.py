@@ -1,24 +1,30 @@
-"""Admission by event-loop lag: a process that serves webhooks and runs turns on one event
-loop stops starting turns while the loop runs late, so acknowledging a delivery never
-queues behind a crowd of turns (the providers time a webhook out after 10–15 s).
+"""Admission: when a new turn may start. A process that serves webhooks and runs turns on
+one event loop puts acknowledging first, so a delivery never queues behind a crowd of
+turns (the providers time a webhook out after 10–15 s; what is acknowledged is stored, so
+a turn can wait):
 
-The lag is how late a timer fires: every ``interval`` seconds the job notes how much
-later than asked it woke. Above ``limit`` the gate closes: turns already running go on,
-new ones wait; it opens again once the lag is back under half the limit.
+- while a webhook delivery is being taken in this process, no turn starts;
+- while the event loop runs late, no turn starts. The lag is how late a timer fires: every
+  ``interval`` seconds the job notes how much later than asked it woke. Above ``limit`` the
+  gate closes; it opens again once the lag is back under half the limit.
+
+Turns already running go on either way; only their start waits.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
+from collections.abc import Iterator
 
 from gateway.workers.periodic import PeriodicJob
 
-__all__ = ["LoopLag"]
+__all__ = ["Admission"]
 
 
-class LoopLag(PeriodicJob):
-    name = "loop_lag"
+class Admission(PeriodicJob):
+    name = "admission"
 
     def __init__(self, limit: float, interval: float = 0.02) -> None:
         super().__init__(interval)
@@ -32,6 +38,10 @@ class LoopLag(PeriodicJob):
         self._last: float | None = None
         self._open = asyncio.Event()
         self._open.set()
+        self.acknowledging = 0
+        """Webhook deliveries being taken in this process right now."""
+        self._quiet = asyncio.Event()
+        self._quiet.set()
 
     async def tick(self) -> None:
         now = time.monotonic()
@@ -44,14 +54,29 @@ class LoopLag(PeriodicJob):
             self._open.set()
 
     async def admit(self) -> None:
-        """Return at once while the loop keeps time; otherwise once it does again."""
-        if self._open.is_set():
+        """Return at once while the loop keeps time and no delivery is being taken;
+        otherwise once both hold again."""
+        if self._open.is_set() and self._quiet.is_set():
             return
         self.pauses += 1
         started = time.monotonic()
-        await self._open.wait()
+        while not (self._open.is_set() and self._quiet.is_set()):
+            await (self._quiet if self._open.is_set() else self._open).wait()
         self.paused_seconds += time.monotonic() - started
+
+    @contextlib.contextmanager
+    def acknowledging_one(self) -> Iterator[None]:
+        """Around taking one webhook delivery: no turn starts meanwhile."""
+        self.acknowledging += 1
+        self._quiet.clear()
+        try:
+            yield
+        finally:
+            self.acknowledging -= 1
+            if not self.acknowledging:
+                self._quiet.set()
 
     def stop(self) -> None:
         super().stop()
         self._open.set()  # nobody waits on a gate that is no longer watched
+        self._quiet.set()

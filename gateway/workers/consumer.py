@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 import structlog
 
 from gateway.store import ConsumerGroup, Entry, NoGroup, PoolExhausted, StoreDown
-from gateway.workers.admission import LoopLag
+from gateway.workers.admission import Admission
 
 __all__ = ["SPARED_SECONDS", "StreamConsumer", "consumer_name"]
 
@@ -59,7 +59,7 @@ class StreamConsumer(ABC):
         prefetch: int | None = None,
         read_block_ms: int = 1000,
         consumer: str | None = None,
-        admission: LoopLag | None = None,
+        admission: Admission | None = None,
     ) -> None:
         self.group = group
         self.concurrency = concurrency

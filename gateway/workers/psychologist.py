@@ -128,6 +128,10 @@ PREFETCH = 100
 """Events read per ``XREADGROUP``: most are not ours (acknowledged at once)."""
 
 
+PSYCHOLOGIST_CONCURRENCY = 4
+"""Analyses one consumer runs at once (each makes its LLM calls one after another)."""
+
+
 class PsychologistWorker(StreamConsumer):
     """Consumes close events and reanalysis requests; runs one analysis per session."""
 
@@ -143,7 +147,7 @@ class PsychologistWorker(StreamConsumer):
         max_attempts: int = 5,
         backoff: float = 5.0,
         claim_idle: float = 15.0,
-        concurrency: int = 4,
+        concurrency: int = PSYCHOLOGIST_CONCURRENCY,
         consumer: str | None = None,
         analysis_ttl_days: float = 365,
     ) -> None:

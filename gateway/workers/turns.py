@@ -31,7 +31,7 @@ from gateway.clock import now_ms, parse_iso
 from gateway.conversation.turn import TurnRunner
 from gateway.metrics import Metrics
 from gateway.store import LeaseLost, LoadedThread, Store, StoreDown, as_str
-from gateway.workers.admission import LoopLag
+from gateway.workers.admission import Admission
 from gateway.workers.consumer import StreamConsumer
 
 __all__ = ["SEND_ATTEMPTS", "TurnWorker"]
@@ -54,7 +54,7 @@ class TurnWorker(StreamConsumer):
         concurrency: int = 64,
         claim_idle: float = 15.0,
         consumer: str | None = None,
-        admission: LoopLag | None = None,
+        admission: Admission | None = None,
     ) -> None:
         super().__init__(
             store.ready,

@@ -162,6 +162,8 @@ async def test_healthz_readyz_metrics(gateway: Gateway) -> None:
         assert resp.status == 200
         assert (await resp.json())["checks"] == {"redis": "ok", "worker": "ok"}
     await gateway.twilio("oi", signature="bad")
+    await gateway.twilio("quanto gastei em junho?")  # one turn: the LLM's pool opens
+    await gateway.idle()
     async with gateway.session.get(gateway.url("/metrics")) as resp:
         text = await resp.text()
     assert 'mel_webhooks_total{provider="twilio",status="403"} 1.0' in text
@@ -174,6 +176,9 @@ async def test_healthz_readyz_metrics(gateway: Gateway) -> None:
     assert f'mel_redis_pool_connections{{state="max"}} {2 * concurrency + 32}.0' in text
     assert "mel_redis_pool_waits_total 0.0" in text
     assert "mel_event_loop_lag_seconds " in text
+    llm_max = f'state="max"}} {concurrency + 4}.0'  # the turns' calls and the psychologist's
+    assert any(line.startswith("mel_llm_pool_connections{") and line.endswith(llm_max)
+               for line in text.splitlines()), text  # fmt: skip
 
 
 async def test_chunked_body_over_limit_is_413(start_gateway: Any) -> None:

@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 
 from tests.e2e.conftest import ACCOUNT_SID, AUTH_TOKEN, BUSINESS, PROFILES, Gateway, agent_calls
@@ -23,7 +25,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture
 async def spawn_worker(
     redis_url: str, fake_llm: FakeLLM, fake_twilio: FakeTwilioAPI, tmp_path: Path
-) -> AsyncIterator[Callable[[], subprocess.Popen[bytes]]]:
+) -> AsyncIterator[Callable[..., subprocess.Popen[bytes]]]:
     procs: list[subprocess.Popen[bytes]] = []
     env = {
         **os.environ,
@@ -40,10 +42,10 @@ async def spawn_worker(
         "MEL_LOG_FORMAT": "json",
     }
 
-    def spawn() -> subprocess.Popen[bytes]:
+    def spawn(**extra: str) -> subprocess.Popen[bytes]:
         proc = subprocess.Popen(
             [sys.executable, "-m", "gateway", "worker"],
-            env=env,
+            env={**env, **extra},
             stdout=subprocess.DEVNULL,
             stderr=open(tmp_path / f"worker-{len(procs)}.log", "wb"),  # noqa: SIM115
         )
@@ -136,3 +138,31 @@ async def test_sigterm_drains_and_exits_zero(
     proc.send_signal(signal.SIGTERM)
     await _wait(lambda: proc.poll() is not None, timeout=20)
     assert proc.returncode == 0
+
+
+async def test_a_worker_process_serves_its_own_metrics(
+    start_gateway: Any,
+    spawn_worker: Callable[..., subprocess.Popen[bytes]],
+    fake_twilio: FakeTwilioAPI,
+) -> None:
+    """In the web + workers shape the turns run in the workers: their metrics are theirs."""
+    gw: Gateway = await start_gateway(run_worker=False)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    spawn_worker(MEL_METRICS_PORT=str(port))
+    assert (await gw.twilio("qual o total do mês?")).status == 200
+    await fake_twilio.wait_for_messages(1, timeout=30)
+    url = f"http://127.0.0.1:{port}/metrics"
+    async with aiohttp.ClientSession() as session:
+        for _ in range(100):  # the reply is recorded, then the turn's task ends
+            async with session.get(url) as resp:
+                text = await resp.text()
+            sent = 'mel_replies_total{channel="twilio",status="sent"} 1.0' in text
+            if sent and "mel_turns_in_flight 0.0" in text:
+                break
+            await asyncio.sleep(0.1)
+    assert 'mel_turns_total{outcome="agent"} 1.0' in text
+    assert 'mel_replies_total{channel="twilio",status="sent"} 1.0' in text
+    assert "mel_turns_in_flight 0.0" in text
+    assert 'mel_llm_calls_total{profile="agent"} 1.0' in text

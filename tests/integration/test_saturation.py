@@ -11,7 +11,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from gateway.store import MeteredPool, PoolExhausted, Store, StoreDown
-from gateway.workers.admission import LoopLag
+from gateway.workers.admission import Admission
 
 
 def _store(url: str, *, size: int, wait: float) -> tuple[Store, MeteredPool]:
@@ -66,7 +66,7 @@ async def test_an_unreachable_server_is_still_down() -> None:
 
 
 async def test_a_lagging_loop_closes_the_gate_until_it_keeps_time_again() -> None:
-    lag = LoopLag(limit=0.05, interval=0.02)
+    lag = Admission(limit=0.05, interval=0.02)
     await lag.tick()
     await lag.admit()  # on time: through at once
     time.sleep(0.12)  # noqa: ASYNC251 - the loop is blocked (a crowd of turns, say)
@@ -82,7 +82,7 @@ async def test_a_lagging_loop_closes_the_gate_until_it_keeps_time_again() -> Non
 
 
 async def test_stopping_the_lag_job_opens_the_gate() -> None:
-    lag = LoopLag(limit=0.01, interval=0.02)
+    lag = Admission(limit=0.01, interval=0.02)
     await lag.tick()
     time.sleep(0.05)  # noqa: ASYNC251 - the loop is blocked
     await lag.tick()
@@ -91,3 +91,17 @@ async def test_stopping_the_lag_job_opens_the_gate() -> None:
     assert not waiting.done()
     lag.stop()
     await asyncio.wait_for(waiting, 1)
+
+
+async def test_no_turn_starts_while_a_delivery_is_being_acknowledged() -> None:
+    lag = Admission(limit=1.0)
+    with lag.acknowledging_one():
+        waiting = asyncio.create_task(lag.admit())
+        await asyncio.sleep(0.02)
+        assert not waiting.done()  # the webhook's acknowledgement comes first
+        with lag.acknowledging_one():  # a second one overlaps the first
+            pass
+        await asyncio.sleep(0.02)
+        assert not waiting.done()
+    await asyncio.wait_for(waiting, 1)
+    assert lag.pauses == 1
