@@ -54,10 +54,6 @@ async def metrics(request: web.Request) -> web.Response:
     return web.Response(body=m.render(), content_type="text/plain", charset="utf-8")
 
 
-async def console_redirect(_request: web.Request) -> web.Response:
-    raise web.HTTPPermanentRedirect("/console/")
-
-
 def server_options(settings: Settings) -> dict[str, Any]:
     """aiohttp's server options: an idle (and header-reading) timeout, so slow or silent
     connections are closed rather than held forever."""
@@ -96,7 +92,6 @@ def create_app(settings: Settings, *, run_worker: bool = True) -> web.Applicatio
     app.router.add_routes(webhook_routes)
     app.add_subapp("/support/", create_support_app())
     app.add_subapp("/console/", create_console_app())
-    app.router.add_get("/console", console_redirect)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics)

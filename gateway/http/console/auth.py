@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+from contextvars import ContextVar
 from typing import Any, Final, cast
 from urllib.parse import urlsplit
 
@@ -56,7 +57,9 @@ COOKIE_PATH: Final = "/console/"
 CSRF_HEADER: Final = "X-CSRF-Token"
 API: Final = "/console/api/"
 LOGIN_PATH: Final = "/console/api/login"
-_LOGIN_KEY: Final = "mel.console_login"
+_LOGIN: ContextVar[ConsoleLogin] = ContextVar("console_login")
+"""The request's agent: set by the guard in the request's own task (a context variable
+rather than request storage, whose typed keys need aiohttp 3.14)."""
 _SAFE_METHODS: Final = frozenset({"GET", "HEAD", "OPTIONS"})
 
 SECURITY_HEADERS: Final = {
@@ -119,9 +122,9 @@ def _check_origin(request: web.Request) -> None:
         raise Forbidden("pedido de outra origem recusado")
 
 
-def current_login(request: web.Request) -> ConsoleLogin:
+def current_login(_request: web.Request) -> ConsoleLogin:
     """The agent of this request (set by :func:`console_guard`)."""
-    return cast(ConsoleLogin, request[_LOGIN_KEY])
+    return _LOGIN.get()
 
 
 async def _login_from_cookie(request: web.Request) -> ConsoleLogin | None:
@@ -135,6 +138,8 @@ async def _login_from_cookie(request: web.Request) -> ConsoleLogin | None:
 async def console_guard(request: web.Request, handler: Any) -> web.StreamResponse:
     """The API needs a login (401) and, to change anything, the login's CSRF token (403)
     from our own origin; the page's static files are public."""
+    if request.path == "/console":
+        raise web.HTTPPermanentRedirect("/console/")
     if not request.path.startswith(API):
         return cast(web.StreamResponse, await handler(request))
     unsafe = request.method not in _SAFE_METHODS
@@ -149,8 +154,11 @@ async def console_guard(request: web.Request, handler: Any) -> web.StreamRespons
         _bytes(request.headers.get(CSRF_HEADER, "")), _bytes(found.csrf)
     ):
         raise Forbidden("token CSRF ausente ou errado: recarregue a página")
-    request[_LOGIN_KEY] = found
-    return cast(web.StreamResponse, await handler(request))
+    token = _LOGIN.set(found)
+    try:
+        return cast(web.StreamResponse, await handler(request))
+    finally:
+        _LOGIN.reset(token)
 
 
 class LoginBody(BaseModel):
