@@ -44,9 +44,11 @@ def _handoff(d: dict[str, Any]) -> str:
 
 
 def _agent(d: dict[str, Any]) -> str:
+    if not d.get("agent"):
+        return f"resposta sem agente ({d.get('outcome')})"
     tools = d.get("tool_calls") or []
     names = ", ".join(str(t.get("name")) for t in tools) if tools else "nenhuma ferramenta"
-    return f"agente {d.get('agent') or '—'} respondeu ({d.get('outcome')}; {names})"
+    return f"agente {d.get('agent')} respondeu ({d.get('outcome')}; {names})"
 
 
 def _by(d: dict[str, Any]) -> str:

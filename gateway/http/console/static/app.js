@@ -268,9 +268,7 @@
 
   function queueItem(item) {
     const mine = item.taken_by && item.taken_by === state.me;
-    const status = item.status === "taken"
-      ? (mine ? "com você" : `com ${item.taken_by || "alguém"}`)
-      : STATUS[item.status] || item.status;
+    const status = mine ? "com você" : STATUS[item.status] || item.status;
     const li = el("li", {
       class: `item ${item.status}${item.thread_id === state.threadId ? " current" : ""}`,
       testid: "handoff-item",
