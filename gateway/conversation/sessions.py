@@ -131,7 +131,6 @@ def claim_action(state: ThreadState, by: str) -> ThreadAction:
         require={
             "handoff_taken_at": "",
             "handoff_taken_by": "",
-            "mode": state.mode,
             "handoff_requested_at": state.handoff_requested_at,
             "handoff_waiting_since": state.handoff_waiting_since,
         },

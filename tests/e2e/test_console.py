@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -13,7 +14,9 @@ import redis.asyncio as aioredis
 
 from gateway.http.console.auth import SECURITY_HEADERS
 from gateway.http.keys import COMPONENTS
+from gateway.settings import SAO_PAULO
 from gateway.store import Store
+from gateway.store.psychologist import PsychologistStore
 from gateway.support_agents import remove_agent
 from tests.e2e.conftest import Gateway
 from tests.e2e.console import THREAD, ConsoleClient, seed_agent
@@ -290,3 +293,78 @@ async def test_console_agents_make_support_available_without_a_token(
     await remove_agent(gw.store, "ana")
     assert await roster.refresh(gw.store) is False
     assert roster.support_status() == "none"
+
+
+async def test_a_request_waiting_out_of_hours_is_claimed_and_the_bot_goes_quiet(
+    start: Callable[..., Any],
+    fake_twilio: FakeTwilioAPI,
+    clients: Callable[[Gateway], ConsoleClient],
+) -> None:
+    local = datetime.now(UTC).astimezone(SAO_PAULO)
+    hours = f"{(local + timedelta(hours=2)):%H:00}-{(local + timedelta(hours=3)):%H:00}"
+    gw: Gateway = await start("ana", support_hours=hours)
+    await gw.twilio("quero falar com uma pessoa, não com bot")
+    await fake_twilio.wait_for_messages(1)
+    await gw.idle()
+    ana = clients(gw)
+    await ana.login("ana")
+    _, body = await ana.call("GET", "queue")
+    assert [(h["thread_id"], h["status"]) for h in body["handoffs"]] == [(THREAD, "waiting")]
+
+    status, _ = await ana.call("POST", f"threads/{THREAD}/claim")
+    assert status == 200
+    claimed = await gw.wait_events("support.claimed", 1)
+    assert claimed[0]["data"] == {"by": "ana", "request": "waiting"}
+    state = await gw.store.threads.state(THREAD)
+    assert state is not None
+    assert (state.mode, state.handoff_taken_by, state.handoff_waiting_since) == ("human", "ana", "")
+    _, body = await ana.call("GET", "queue")
+    assert [(h["status"], h["taken_by"]) for h in body["handoffs"]] == [("taken", "ana")]
+
+    await gw.twilio("oi?")  # with a person now: the bot says nothing
+    await gw.wait_events("message.received", 2)
+    await gw.idle()
+    assert len(fake_twilio.messages) == 1
+    status, body = await ana.call("POST", f"threads/{THREAD}/claim")
+    assert status == 200  # already hers: nothing to do
+    assert body["event_ids"] == []
+
+
+async def test_a_thread_without_a_request_has_nothing_to_claim_and_old_sessions_are_listed(
+    start: Callable[..., Any],
+    fake_twilio: FakeTwilioAPI,
+    clients: Callable[[Gateway], ConsoleClient],
+) -> None:
+    gw: Gateway = await start("ana")
+    await gw.twilio("oi")
+    await fake_twilio.wait_for_messages(1)
+    await gw.idle()
+    ana = clients(gw)
+    await ana.login("ana")
+    status, body = await ana.call("POST", f"threads/{THREAD}/claim")
+    assert (status, body["error"]) == (409, "não há pedido de pessoa nesta conversa")
+    assert (await ana.call("GET", "threads/twilio:+1:+2"))[0] == 404
+
+    state = await gw.store.threads.state(THREAD)
+    assert state is not None
+    first = state.session_id
+    status, body = await ana.call("POST", f"threads/{THREAD}/close")
+    assert status == 200
+    await PsychologistStore(gw.store).note_closed_session(THREAD, first, 1_780_000_000_000)
+    await gw.twilio("voltei")
+    await fake_twilio.wait_for_messages(3)  # the close message, then mel's answer
+    await gw.idle()
+
+    _, view = await ana.call("GET", f"threads/{THREAD}")
+    assert view["session_id"] != first
+    assert view["session_open"] is True
+    assert [s["session_id"] for s in view["sessions"]] == [first]
+    _, old = await ana.call("GET", f"threads/{THREAD}", params={"session": first})
+    assert old["session_open"] is False
+    texts = [m["text"] for m in old["transcript"] if m["kind"] == "message"]
+    assert texts[0] == "oi"
+    decisions = [m["text"] for m in old["transcript"] if m["kind"] == "decision"]
+    assert decisions[-1] == "sessão encerrada (support_closed) por ana"
+    assert texts[-1] == gw.settings.support_close_message  # delivered after the close
+    _, same = await ana.call("GET", f"sessions/{first}")
+    assert same["transcript"] == old["transcript"]
