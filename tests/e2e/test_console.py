@@ -12,10 +12,11 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
+from gateway.conversation.sessions import claim_action
 from gateway.http.console.auth import SECURITY_HEADERS
 from gateway.http.keys import COMPONENTS
 from gateway.settings import SAO_PAULO
-from gateway.store import Store
+from gateway.store import ActionRefused, Store
 from gateway.store.psychologist import PsychologistStore
 from gateway.support_agents import remove_agent
 from tests.e2e.conftest import Gateway
@@ -368,3 +369,20 @@ async def test_a_thread_without_a_request_has_nothing_to_claim_and_old_sessions_
     assert texts[-1] == gw.settings.support_close_message  # delivered after the close
     _, same = await ana.call("GET", f"sessions/{first}")
     assert same["transcript"] == old["transcript"]
+
+
+async def test_a_claim_decided_on_a_stale_state_is_refused_by_the_store(
+    start: Callable[..., Any], fake_twilio: FakeTwilioAPI
+) -> None:
+    gw: Gateway = await start("ana")
+    await _handoff(gw, fake_twilio)
+    state = await gw.store.threads.state(THREAD)
+    assert state is not None
+    first, second = claim_action(state, "ana"), claim_action(state, "bia")  # both saw it free
+    await gw.store.threads.act(THREAD, first)
+    with pytest.raises(ActionRefused):
+        await gw.store.threads.act(THREAD, second)
+    after = await gw.store.threads.state(THREAD)
+    assert after is not None
+    assert after.handoff_taken_by == "ana"
+    assert len(await gw.events("support.claimed")) == 1

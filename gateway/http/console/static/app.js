@@ -220,6 +220,10 @@
     feed.onerror = () => {
       $("live").className = "live off";
       $("live").title = "reconectando…";
+      // refused for good (e.g. the login expired): find out, and sign out if so
+      if (feed.readyState === EventSource.CLOSED) {
+        api("GET", "me").then(() => later("feed", startFeed, 3000), () => {});
+      }
     };
     for (const type of EVENT_TYPES) feed.addEventListener(type, onEvent);
   }
