@@ -103,10 +103,10 @@ class Settings(BaseSettings):
     support_webhook_secret: str | None = None
     support_webhook_backoff_seconds: Seconds = 1.0
     # the support console (/console/, docs/console.md): people log in as agents
-    console_session_seconds: Seconds = 12 * 3600.0  # a login lasts this long
+    console_session_seconds: int = Field(12 * 3600, ge=60)  # a login lasts this long
     console_login_max_per_name: int = Field(5, ge=1)  # attempts per window, per agent name
     console_login_max_per_address: int = Field(30, ge=1)  # … and per client address
-    console_login_window_seconds: Seconds = 900.0
+    console_login_window_seconds: int = Field(900, ge=1)
     console_behind_proxy: bool = False  # the client address is X-Forwarded-For's last entry
 
     # Psychologist (ADR 0015): post-session analysis
@@ -189,8 +189,8 @@ class Settings(BaseSettings):
         inside = start <= local < end if start <= end else (local >= start or local < end)
         return "available" if inside else "out_of_hours"
 
-    def support_available(self, now: datetime | None = None) -> bool:
-        return self.support_status(now) == "available"
+    def support_available(self, now: datetime | None = None, *, agents: bool = False) -> bool:
+        return self.support_status(now, agents=agents) == "available"
 
     def max_body_for(self, provider: str) -> int:
         """The largest webhook body taken from ``provider`` (``twilio`` or ``meta``)."""

@@ -183,7 +183,7 @@ async def login(request: web.Request) -> web.Response:
     console = ConsoleStore(store)
     address = client_address(request, settings)
     name_key = body.name.strip().casefold()
-    window = int(settings.console_login_window_seconds)
+    window = settings.console_login_window_seconds
     counts = await console.count_attempt({"name": name_key, "addr": address}, window)
     limits = {
         "name": settings.console_login_max_per_name,
@@ -209,7 +209,7 @@ async def login(request: web.Request) -> web.Response:
         csrf=secrets.token_urlsafe(32),
         created_at=utc_now_iso(),
     )
-    ttl = int(settings.console_session_seconds)
+    ttl = settings.console_session_seconds
     await console.open_session(session, addr=address, ttl_seconds=ttl)
     request.config_dict[COMPONENTS].roster.agents = True
     log.info("console.login", agent=agent.name)
