@@ -31,10 +31,14 @@ class Outcome(StrEnum):
     """The continuity classifier sent the turn to the global handoff node."""
     END_SESSION = "end_session"
     """The continuity classifier sent the turn to the global end-session node."""
+    WELCOME = "welcome"
+    """The couple opened the chat (``request_welcome``): the greeting, no LLM."""
+    MEDIA_UNUSABLE = "media_unusable"
+    """A voice note (or an image the agent needed) could not be used: asked to type it."""
     MUTED = "muted"
     """A person has the thread: the bot stays silent."""
     IGNORED = "ignored"
-    """Not something to answer (a reaction, an unsupported type)."""
+    """Not something to answer (a reaction, an unsupported type, a number not served)."""
 
     @classmethod
     def preempt(cls, kind: str) -> Outcome:

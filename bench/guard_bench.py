@@ -185,6 +185,8 @@ def _clear_caches() -> None:
     guard_v1._loop._stem.cache_clear()
     _loop.meaning.cache_clear()
     _loop._root.cache_clear()
+    _loop._normalized.cache_clear()
+    _loop._topics_conflict.cache_clear()
 
 
 def _cold_loop_row() -> tuple[str, str]:

@@ -67,6 +67,12 @@ class MessageReceived(Payload):
     payload: Omitted[dict[str, Any]] = None
     reaction: Omitted[dict[str, Any]] = None
     reply_to: Omitted[str] = None
+    transcript: Omitted[str] = None
+    """A voice note's transcript (what the guard and the agent read)."""
+    media_problem: Omitted[str] = None
+    """Why the media could not be used (the couple was asked to type it)."""
+    not_answered: Omitted[str] = None
+    """Why nothing answers it: ``not_served`` (a business number we do not serve)."""
 
 
 class MessageSent(Payload):

@@ -30,21 +30,32 @@ import redis.asyncio as aioredis
 import structlog
 from dotenv import dotenv_values
 
-from agent import Ledger, LLMClient, LLMProfiles, OpenAICompatibleLLM, load_profiles
+from agent import (
+    Ledger,
+    LLMClient,
+    LLMProfiles,
+    OpenAICompatibleLLM,
+    OpenAICompatibleTranscriber,
+    load_profiles,
+)
 from agent.cassette import CassetteError, CassetteLLM
 from agent.psychologist import Psychologist, RulesError, load_rules
 from agent.routing import SessionControlConfig, build_session_control
 from channels import (
+    MediaFetcher,
+    MetaMediaFetcher,
     MetaSender,
     MetaWebhook,
     OutboxSender,
     Sender,
+    TwilioMediaFetcher,
     TwilioSender,
     TwilioWebhook,
     WebhookAdapter,
 )
 from gateway.conversation.turn import TurnRunner
 from gateway.errors import ConfigError
+from gateway.media import MediaReader
 from gateway.metrics import MeteredLLM, Metrics
 from gateway.settings import Settings
 from gateway.store import Store
@@ -86,6 +97,7 @@ class Components:
     worker: TurnWorker | None = None
     senders: dict[str, Sender] = field(default_factory=dict)
     webhooks: dict[str, WebhookAdapter] = field(default_factory=dict)
+    media: MediaReader | None = None
 
 
 def dev_twilio_token(data_dir: Path) -> str:
@@ -134,6 +146,10 @@ async def open_store(settings: Settings) -> AsyncIterator[Store]:
         raw_refused_max=settings.mel_raw_refused_count,
         dedupe_ttl=settings.mel_dedupe_ttl_seconds,
         history_cap=2 * settings.mel_history_turns,
+        events_maxlen=settings.mel_events_maxlen,
+        reply_ttl=settings.mel_reply_ttl_seconds,
+        thread_ttl=int(settings.mel_thread_ttl_days * 86400),
+        session_ttl=int(settings.mel_session_events_ttl_days * 86400),
     )
     try:
         yield store
@@ -165,6 +181,7 @@ async def bootstrap(
             c.llm = await _open_llm(settings, c.metrics, stack)
         if role in ("serve", "worker"):
             c.senders = await _open_senders(settings, store, stack)
+            c.media = await _open_media(settings, stack)
             c.worker = _turn_worker(c)
             consumers: list[StreamConsumer] = [c.worker]
             webhook = _support_webhook(c)
@@ -324,6 +341,38 @@ async def _open_senders(s: Settings, store: Store, stack: AsyncExitStack) -> dic
     return senders
 
 
+async def _open_media(s: Settings, stack: AsyncExitStack) -> MediaReader:
+    """What reads a couple's voice notes and images: the providers' media downloads (only
+    their hosts), the ``transcription`` profile, the agent profile's ``vision``."""
+    fetchers: dict[str, MediaFetcher] = {}
+    if s.twilio_account_sid and s.twilio_auth_token:
+        fetchers["twilio"] = TwilioMediaFetcher(
+            s.twilio_account_sid, s.twilio_auth_token, api_base_url=s.twilio_api_base_url
+        )
+    if s.meta_access_token:
+        fetchers["meta"] = MetaMediaFetcher(
+            s.meta_access_token,
+            graph_base_url=s.meta_graph_base_url,
+            api_version=s.meta_api_version,
+        )
+    for fetcher in fetchers.values():
+        stack.push_async_callback(fetcher.close)
+    profiles = load_profiles(s.llm_profiles_path)
+    transcriber = OpenAICompatibleTranscriber(
+        profiles, base_url=s.llm_base_url, api_key=s.llm_api_key, environ=_environment()
+    )
+    stack.push_async_callback(transcriber.aclose)
+    if not transcriber.is_configured():
+        log.info("transcription.not_configured", reason=transcriber.unavailable_reason)
+    vision = "agent" in profiles and profiles.get("agent").vision
+    return MediaReader(
+        fetchers,
+        transcriber if transcriber.is_configured() else None,
+        max_bytes=s.mel_max_media_bytes,
+        vision=vision,
+    )
+
+
 def _turn_worker(c: Components) -> TurnWorker:
     s = c.settings
     conversation = build_session_control(
@@ -346,6 +395,9 @@ def _turn_worker(c: Components) -> TurnWorker:
             support_status=c.roster.support_status,
             outage_window=s.llm_outage_retry_seconds,
             holding_message=s.llm_outage_message,
+            media=c.media,
+            served=lambda msg: s.served(msg.channel, msg.reply_from),
+            welcome_message=s.welcome_message,
         ),
         c.senders,
         metrics=c.metrics,
@@ -385,6 +437,7 @@ def _psychologist(c: Components) -> PsychologistWorker | None:
         max_attempts=s.psychologist_max_attempts,
         backoff=s.psychologist_retry_backoff_seconds,
         claim_idle=s.mel_claim_idle_seconds,
+        analysis_ttl_days=s.mel_analysis_ttl_days,
     )
 
 

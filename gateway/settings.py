@@ -47,6 +47,9 @@ class Settings(BaseSettings):
     twilio_auth_token: str | None = None
     twilio_whatsapp_from: str | None = None
     twilio_api_base_url: str = "https://api.twilio.com"
+    # the business addresses we serve (comma-separated numbers / MG… Messaging Services);
+    # unset: TWILIO_WHATSAPP_FROM (or every number, when that is unset too)
+    twilio_numbers: str | None = None
 
     # Meta Cloud API
     meta_app_secret: str | None = None
@@ -55,6 +58,7 @@ class Settings(BaseSettings):
     meta_phone_number_id: str | None = None
     meta_graph_base_url: str = "https://graph.facebook.com"
     meta_api_version: str = "v21.0"
+    meta_phone_number_ids: str | None = None  # comma-separated; unset: META_PHONE_NUMBER_ID
 
     # LLM
     llm_base_url: str | None = None
@@ -87,6 +91,13 @@ class Settings(BaseSettings):
         "Encerramos este atendimento por aqui. Obrigada pelo contato! Quando quiser, é só "
         "mandar uma mensagem."
     )
+    welcome_message: str = Field(
+        "Oi! Eu sou a mel, a assistente de finanças de vocês dois. Posso anotar gastos, "
+        "mostrar quanto vocês gastaram no mês, acompanhar metas e a fatura do cartão. "
+        "Por onde a gente começa?",
+        min_length=1,
+    )
+    mel_max_media_bytes: int = Field(16 * 1024 * 1024, gt=0)  # a voice note or image fetched
     # the model unreachable: hold the message, answer it when it is back
     llm_outage_retry_seconds: Seconds = 900.0
     llm_outage_message: str = Field(
@@ -124,6 +135,12 @@ class Settings(BaseSettings):
     mel_raw_retention_count: int = Field(100_000, gt=0)
     mel_raw_retention_days: float = Field(30, ge=0)  # 0 = no age limit
     mel_raw_refused_count: int = Field(10_000, gt=0)  # refused deliveries kept (bodies cut)
+    # how long what grows is kept (every key has a bound or an expiry: docs/operations.md)
+    mel_events_maxlen: int = Field(500_000, gt=0)  # the event stream, ~entries
+    mel_thread_ttl_days: float = Field(180, gt=0)  # a thread's state and history, idle
+    mel_session_events_ttl_days: float = Field(90, gt=0)  # a session's event-id list
+    mel_reply_ttl_seconds: int = Field(3 * 24 * 3600, gt=0)  # a delivered reply's record
+    mel_analysis_ttl_days: float = Field(365, gt=0)  # the psychologist's analyses
 
     # LLM cassettes (replay diffs): record every LLM exchange, or answer from the file
     llm_cassette: Path | None = None
@@ -192,6 +209,13 @@ class Settings(BaseSettings):
     def support_available(self, now: datetime | None = None, *, agents: bool = False) -> bool:
         return self.support_status(now, agents=agents) == "available"
 
+    def served(self, channel: str, address: str) -> bool:
+        """Whether we answer messages written to this business address of ``channel``."""
+        listed = self.twilio_numbers if channel == "twilio" else self.meta_phone_number_ids
+        default = self.twilio_whatsapp_from if channel == "twilio" else self.meta_phone_number_id
+        wanted = {_address(a) for a in (listed or default or "").split(",") if a.strip()}
+        return not wanted or _address(address) in wanted
+
     def max_body_for(self, provider: str) -> int:
         """The largest webhook body taken from ``provider`` (``twilio`` or ``meta``)."""
         return self.max_body_meta if provider == "meta" else self.max_body_twilio
@@ -215,6 +239,11 @@ class Settings(BaseSettings):
         """No provider configured: the Twilio webhook takes a locally generated dev secret
         and replies go to the local outbox channel."""
         return not self.twilio_enabled and not self.meta_enabled
+
+
+def _address(value: str) -> str:
+    """A business address compared plainly: no ``whatsapp:`` prefix, no spaces."""
+    return value.strip().removeprefix("whatsapp:").replace(" ", "")
 
 
 def load_settings(**overrides: object) -> Settings:

@@ -9,11 +9,17 @@ capitals, "!" and emoji):
    "quantas vezes vou ter que ..."), giving up on mel ("vou voltar pra planilha", "1
    estrela na play store", "cancela minha assinatura"), sarcasm markers ("só que não",
    "obrigado por nada") — is frustration, whatever else the message says;
-2. ``directed`` — a negative word aimed at mel ("que bot burro", "lixo de app", "vc é
-   muito lento") — is frustration;
+2. ``directed`` — a negative word aimed at mel ("que bot burro", "vc é muito lento", "que
+   coisa mais ruim esse app") — is frustration; ``directed_before``, a negative word just
+   before the word for mel ("lixo de app"), too, but only within one clause when the
+   message is also about something else ("o chatbot da vivo é inútil, vc me diz quanto
+   foi a conta?" is not at mel). Insults match in every gender, number, diminutive and
+   augmentative ("burro*" in lexicon.toml: "burrinha", "burrão", "burrona");
+   irony — praise, a word for mel and a wink ("super útil vc hein", "q gênio 🙃") — too;
 3. an ``outburst`` (profanity, "vsf", "lixo", "não funciona", "que saco", 🤬 🙄 🙃 ...) or sarcasm
    (``praise`` and ``failure`` together: "parabéns mel 👏 conseguiu errar a fatura
-   inteira") is frustration unless the message is about something else (``elsewhere``:
+   inteira"; praise applauded that is no cheer: "grande ajuda 👏👏👏") is frustration
+   unless the message is about something else (``elsewhere``:
    an amount, a bill, a shop, a bank, another person, a request to record something) and
    nothing ties it to mel. Ties: ``about_mel`` ("eu pedi", "vc registrou errado", "esse
    app"), a request for a person in the same message ("cadê o atendente, porra"), or the
@@ -33,16 +39,20 @@ nada de investimento").
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Collection
 from typing import Final
 
 from guard._data import string
 from guard._lexicon import Terms, rules, tokens_of
+from guard._text import normalized_words
+from guard._typos import fix_typos
 
 __all__ = ["ANY_KEYS", "EMOJI", "Message", "caps_abuse", "is_frustrated"]
 
 AT_YOU: Final = rules("frustration.at_you")
 DIRECTED: Final = rules("frustration.directed")
+DIRECTED_BEFORE: Final = rules("frustration.directed_before")
 OUTBURST: Final = rules("frustration.outburst")
 NEUTRALISE: Final = rules("frustration.neutralise")
 ELSEWHERE: Final = rules("frustration.elsewhere")
@@ -50,16 +60,23 @@ ABOUT_MEL: Final = rules("frustration.about_mel")
 PRAISE: Final = Terms.at("frustration.sarcasm.praise")
 FAILURE: Final = Terms.at("frustration.sarcasm.failure")
 CHEER: Final = rules("frustration.cheer")
+IRONY: Final = Terms.at("frustration.sarcasm.irony")
+IRONY_EMOJI: Final = frozenset(string("frustration.sarcasm.irony_emoji"))
+MEL: Final = Terms.at("frustration.sarcasm.mel").words
 ANGRY_EMOJI: Final = frozenset(string("frustration.emoji.angry"))
 CROSS_EMOJI: Final = frozenset(string("frustration.emoji.cross"))
 PRAISE_EMOJI: Final = frozenset(string("frustration.emoji.praise"))
 _OUTBURST_EMOJI: Final = ANGRY_EMOJI | CROSS_EMOJI
 #: Every emoji the detector looks at.
-EMOJI: Final = _OUTBURST_EMOJI | PRAISE_EMOJI
+EMOJI: Final = _OUTBURST_EMOJI | PRAISE_EMOJI | IRONY_EMOJI
+# Punctuation that ends a clause: a negative word and a word for mel in two clauses are not
+# one complaint ("o chatbot da vivo é inútil demais, vc me diz quanto foi a conta?").
+_CLAUSE_END: Final = re.compile(r"[,.;:!?\n]+")
+_CLAUSE_MARKS: Final = ",.;:!?\n"
 
 # A message with none of these words can only be frustrated through emoji or capitals.
 # (Sarcasm needs a praise word or 👏 — the emoji are checked apart.)
-ANY_KEYS: Final = AT_YOU.keys | DIRECTED.keys | OUTBURST.keys | PRAISE.keys
+ANY_KEYS: Final = AT_YOU.keys | DIRECTED.keys | DIRECTED_BEFORE.keys | OUTBURST.keys | PRAISE.keys
 
 
 def caps_abuse(raw: str) -> bool:
@@ -74,20 +91,52 @@ def _has(raw: str, emoji: frozenset[str]) -> bool:
     return not emoji.isdisjoint(raw)
 
 
+def _directed(message: Message, text: str, tokens: list[str], padded: str) -> bool:
+    """A negative word aimed at mel; one before the word for mel only within one clause of
+    the raw message when the message is also about something else."""
+    if DIRECTED.search(text, tokens, padded):
+        return True
+    if not DIRECTED_BEFORE.search(text, tokens, padded):
+        return False
+    raw = message.raw
+    if not any(mark in raw for mark in _CLAUSE_MARKS) or not message.elsewhere():
+        return True
+    clauses: list[list[str]] = []
+    for part in _CLAUSE_END.split(raw):
+        words = normalized_words(part)
+        if clauses and len(words) <= 2:  # a vocative or a tag ("..., mel?", "..., né")
+            clauses[-1].extend(words)
+        elif words:
+            clauses.append(words)
+    for words in clauses:
+        words = fix_typos(words)
+        found = " ".join(words)
+        if not NEUTRALISE.keys.isdisjoint(words):
+            found = NEUTRALISE.sub("  ", found, words)
+            words = found.split()
+        if DIRECTED_BEFORE.search(found, words, f" {found} "):
+            return True
+    return False
+
+
 class Message:
     """The last user message, the ways the detectors look at it."""
 
-    __slots__ = ("padded", "raw", "text", "tokens")
+    __slots__ = ("_elsewhere", "padded", "raw", "text", "tokens")
 
     def __init__(self, raw: str, words: list[str]) -> None:
         self.raw: Final = raw
         self.text: Final = " ".join(words)
         self.tokens: Final = words  # a list: the key sets' isdisjoint() takes any iterable
         self.padded: Final = f" {self.text} "
+        self._elsewhere: bool | None = None
 
     def elsewhere(self) -> bool:
-        """Whether it is (also) about something other than mel."""
-        return ELSEWHERE.search(self.text, tokens_of(self.tokens, self.text), self.padded)
+        """Whether it is (also) about something other than mel (computed once)."""
+        if self._elsewhere is None:
+            tokens = tokens_of(self.tokens, self.text)
+            self._elsewhere = ELSEWHERE.search(self.text, tokens, self.padded)
+        return self._elsewhere
 
 
 def is_frustrated(
@@ -110,14 +159,27 @@ def is_frustrated(
             # removed phrases leave a double space, which no pattern matches across
             cleaned = NEUTRALISE.sub("  ", text, tokens)
             kept, padded_kept = cleaned.split(), f" {cleaned} "
-        if AT_YOU.search(cleaned, kept, padded_kept) or DIRECTED.search(cleaned, kept, padded_kept):
+        if AT_YOU.search(cleaned, kept, padded_kept) or _directed(
+            message, cleaned, kept, padded_kept
+        ):
             return True
         outburst = outburst or OUTBURST.search(cleaned, kept, padded_kept)
+        # praise aimed at mel with a wink is irony ("super útil vc hein", "q gênio 🙃")
+        if (
+            not PRAISE.keys.isdisjoint(tokens)
+            and not MEL.isdisjoint(tokens)
+            and (IRONY.search(padded, tokens) or (emoji and _has(raw, IRONY_EMOJI)))
+            and PRAISE.search(padded, tokens)
+        ):
+            return True
     if not outburst and (worded or emoji):
-        # sarcasm: praise (or 👏) next to a failure
-        outburst = (
-            PRAISE.search(padded, tokens) or (emoji and _has(raw, PRAISE_EMOJI))
-        ) and FAILURE.search(padded, tokens)
+        # sarcasm: praise (or 👏) next to a failure, or praise applauded that is no cheer
+        # ("grande ajuda 👏👏👏", not "parabéns, batemos a meta 👏")
+        praised = PRAISE.search(padded, tokens)
+        clapped = emoji and _has(raw, PRAISE_EMOJI)
+        outburst = ((praised or clapped) and FAILURE.search(padded, tokens)) or (
+            praised and clapped and not CHEER.search(text, tokens, padded)
+        )
     if outburst:
         if (
             not message.elsewhere()

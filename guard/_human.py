@@ -6,14 +6,19 @@ handed over ("me passa pra um humano"), whether a person is there ("tem gente a�
 atendente disponível?"), someone to look at it ("preciso que alguém olhe minha conta"),
 refusing the bot, asking whether mel is a person or a robot ("tem gente mesmo aí ou é só
 robô?"), contact details of mel's people ("qual o 0800 de vcs?", "tem algum número que eu
-possa ligar?"), a call back ("alguém pode me ligar?", "me liga pfv"), and a message that
-is only a request word ("ATENDENTE", "humano pfv").
+possa ligar?", "fone de vcs?"), a call back ("alguém pode me ligar?", "me liga pfv",
+"gostaria que entrassem em contato"), whether the team is there or when it works ("o
+pessoal do suporte tá online?", "tem atendimento no sábado?"), who made mel or who to turn
+to ("quem é o dev dessa parada?", "com quem eu falo pra resolver isso?"), whether the
+replies are automatic, a meeting with a person, a few English forms ("can I talk to a
+human?"), and a message that is only a request word ("ATENDENTE", "humano pfv").
 
 Talk about other people is not a request: the noun must be a human/support noun (not
 "minha esposa"), it must not belong to a third party ("o gerente do banco", "o 0800 da
 claro", "alguém do banco"), and the talking must not be someone else's or a plan ("vou
-falar com", "falei com", "meu marido falar com"). "humano erra" is a statement, "sou
-humano" the user speaking of themselves.
+falar com", "falei com", "meu marido falar com"), nor a story ("fui atendido por uma
+pessoa no banco") nor a company's SMS pasted in ("Em caso de dúvida ligue para o SAC
+0800"). "humano erra" is a statement, "sou humano" the user speaking of themselves.
 """
 
 from __future__ import annotations
@@ -52,7 +57,8 @@ def wants_human(text: str, tokens: Collection[str]) -> bool:
         return False
     if not NOT_REQUEST_KEYS.isdisjoint(tokens):
         for pattern in NOT_REQUESTS:
-            text = pattern.regex.sub("  ", text)
+            if not pattern.keys.isdisjoint(tokens):
+                text = pattern.regex.sub("  ", text)
         tokens = text.split()
     if _RULES.search(text, tokens, ""):
         return True

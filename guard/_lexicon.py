@@ -32,6 +32,7 @@ __all__ = [
     "Terms",
     "compile_pattern",
     "fragment",
+    "inflections",
     "key_words",
     "patterns",
     "rules",
@@ -71,14 +72,79 @@ def _fragments() -> dict[str, object]:
 _FRAGMENTS: Final = _fragments()
 
 
+def _inflection_rules() -> tuple[dict[str, tuple[str, ...]], frozenset[str]]:
+    """[inflection]: a word's last letter → the endings that replace it, and the forms
+    never generated (everyday words: "fração" is not a weak "fraco")."""
+    node = table("inflection")
+    endings: dict[str, tuple[str, ...]] = {}
+    for letter, value in node.items():
+        if letter == "never":
+            continue
+        endings[letter] = tuple(normalize(e) for e in strings(f"inflection.{letter}", value))
+    never = frozenset(normalize(w) for w in strings("inflection.never", node.get("never")))
+    return endings, never
+
+
+_ENDINGS, _NEVER_INFLECTED = _inflection_rules()
+
+
+def inflections(word: str) -> list[str]:
+    """``word`` in its other genders and numbers, diminutive, augmentative and superlative
+    ("burro" → "burra", "burros", "burrinho", "burrão", "burríssimo" ...), as lexicon.toml
+    [inflection] says; "c" and "g" before "i" become "qu" and "gu" ("louquinho")."""
+    endings = _ENDINGS.get(word[-1:], ())
+    stem = word[:-1]
+    out = []
+    for ending in endings:
+        base = stem
+        if ending[:1] in "ei" and base[-1:] in "cg":
+            base = base + "u" if base[-1] == "g" else base[:-1] + "qu"
+        form = normalize(base + ending)  # "otari" + "inho" is "otarinho"
+        if form not in _NEVER_INFLECTED:
+            out.append(form)
+    return out
+
+
 def _terms_of(path: str, value: object) -> list[str]:
+    """The normalised terms of a list; a word written with a final ``*`` ("burro*") stands
+    for itself and its ``inflections``."""
     normalised = []
     for term in strings(path, value):
-        norm = normalize(term)
+        inflect = term.endswith("*")
+        norm = normalize(term[:-1] if inflect else term)
         if not norm:
             raise LexiconError(f"lexicon.toml: '{path}' holds {term!r}, which has no words")
         normalised.append(norm)
+        if inflect:
+            if " " in norm:
+                raise LexiconError(f"lexicon.toml: '{path}': only single words take '*' ({term!r})")
+            normalised.extend(inflections(norm))
     return normalised
+
+
+def _trie(terms: Iterable[str]) -> str:
+    """An alternation of ``terms`` as a prefix tree ("burro", "burros", "burra" →
+    ``burr(?:a|os?)``): Python's ``re`` tries the branches of a flat alternation one by one
+    at every position, a tree costs one branch per letter. A longer term is tried before a
+    term that is its prefix, as in a longest-first alternation."""
+    root: dict[str, dict] = {}  # type: ignore[type-arg]
+    for term in terms:
+        node = root
+        for char in term:
+            node = node.setdefault(char, {})
+        node[""] = {}
+
+    def emit(node: dict[str, dict]) -> str:  # type: ignore[type-arg]
+        ends = "" in node
+        branches = [re.escape(char) + emit(child) for char, child in sorted(node.items()) if char]
+        if not branches:
+            return ""
+        body = branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
+        if ends:
+            return f"(?:{body})?"
+        return body
+
+    return "(?:" + emit(root) + ")"
 
 
 def fragment(name: str, _seen: tuple[str, ...] = ()) -> str:
@@ -89,9 +155,7 @@ def fragment(name: str, _seen: tuple[str, ...] = ()) -> str:
         raise LexiconError(f"lexicon.toml: fragment '<{name}>' is not defined")
     value = _FRAGMENTS[name]
     if isinstance(value, list):
-        terms = set(_terms_of(f"fragments.{name}", value))
-        alternatives = sorted(terms, key=lambda term: (-len(term), term))
-        return "(?:" + "|".join(map(re.escape, alternatives)) + ")"
+        return _trie(set(_terms_of(f"fragments.{name}", value)))
     source = _WRAP.sub("", string(f"fragments.{name}", value))
     return _REFERENCE.sub(lambda m: fragment(m.group(1), (*_seen, name)), source)
 
@@ -126,7 +190,8 @@ def key_words(spec: str) -> frozenset[str]:
         value = _FRAGMENTS.get(match.group(1))
         if not isinstance(value, list):
             raise LexiconError(f"lexicon.toml: keys use '{item}', which is not a term list")
-        out.update(max(term.split(), key=len) for term in _terms_of(item, value))
+        terms = _terms_of(f"fragments.{match.group(1)}", value)
+        out.update(max(term.split(), key=len) for term in terms)
     return frozenset(out)
 
 

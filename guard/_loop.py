@@ -17,17 +17,23 @@ A word that is not in a group but shares a group word's root counts as that word
 ("economizou" is in the group of "economizar").
 
 Two messages are *similar* when both have content (anything but a period), nothing
-conflicts, and they share a topic, concept, intent or amount, or most of their other
-content words (shared stems over the smaller set > 0.7: "primeira pergunta" / "segunda
-pergunta" are two questions) — or the spec's Jaccard is > 0.7. Conflicts: both name
-topics and share none ("e a luz?" / "e a água?"); both name a period of the same kind with
-different values ("abril" / "maio"), unless one compares periods ("pior que o mês
-passado?"); both hold amounts that differ (a correction: "anota 50 de gasolina" / "foi
-55"); both ask conflicting kinds of question ("quanto foi a luz?" / "quando vence a luz?").
+conflicts, and they share a topic, concept, intent, amount or period, or name related
+topics ([loop.related]: "saldo" / "orçamento"), or most of their other content words
+(shared stems over the smaller set > 0.7: "primeira pergunta" / "segunda pergunta" are two
+questions) — or the spec's Jaccard is > 0.7. A *follow-up* ("e a água?", "ok, e em
+março?") is similar only through a shared topic, stems or Jaccard: it asks the next
+question. Conflicts: both name topics of one facet ([loop.facets]: categories, accounts,
+money matters) and share none that is related ("e a luz?" / "e a água?"; but "nubank" and
+"fatura" are different facets); both name a period of the same kind with different values
+("abril" / "maio"), unless one compares periods ("pior que o mês passado?"); both hold
+amounts that differ (a correction: "anota 50 de gasolina" / "foi 55"); both ask
+conflicting kinds of question ("quanto foi a luz?" / "quando vence a luz?").
 
-The loop needs the last *three* user messages pairwise similar and the caller's
-``past_turns_without_tool_call >= 2``: the bot has already failed twice, so a same-topic
-test is safer than it looks; without the signal the detector stays off.
+The loop needs the caller's ``past_turns_without_tool_call >= 2`` and the last *three* user
+messages to be one question: at least two of the three pairs similar, and the third pair
+neither conflicting nor a follow-up (a rephrasing can share a word with each of the others
+and none with the third). The bot has already failed twice, so a same-topic test is safer
+than it looks; without the signal the detector stays off.
 """
 
 from __future__ import annotations
@@ -118,6 +124,12 @@ _Concept = tuple[str, str]  # (kind, name)
 _Phrase = tuple[str, str, str]  # (padded phrase, kind, name)
 
 
+# Groups whose words match only as written, not by their root ("registrado" is not a
+# request to record).
+_EXACT_ONLY: Final = frozenset(strings("loop.exact_only"))
+_REMAINING: Final = "remaining"
+
+
 def _index() -> tuple[dict[str, tuple[_Concept, ...]], dict[str, tuple[_Phrase, ...]]]:
     """word → its concepts (and "~root" → concepts for the groups' words of more than 3
     letters); a phrase's rarest word → the phrases filed under it."""
@@ -136,7 +148,7 @@ def _index() -> tuple[dict[str, tuple[_Concept, ...]], dict[str, tuple[_Phrase, 
             group = Terms.at(f"{path}.{name}")
             for word in group.words:
                 words.setdefault(word, set()).add((kind, name))
-                if kind != _PERIOD and len(word) > 3:
+                if kind != _PERIOD and len(word) > 3 and name not in _EXACT_ONLY:
                     roots.setdefault(_root(word), set()).add((kind, name))
             for key, found in group.phrases.items():
                 phrases.setdefault(key, []).extend((phrase, kind, name) for phrase in found)
@@ -149,6 +161,36 @@ def _index() -> tuple[dict[str, tuple[_Concept, ...]], dict[str, tuple[_Phrase, 
 
 
 _WORDS, _PHRASES = _index()
+_TOPICS: Final = frozenset(table("loop.topics"))
+
+
+def _facets() -> dict[str, str]:
+    """topic → its facet ("category" unless [loop.facets] says otherwise)."""
+    out = dict.fromkeys(_TOPICS, "category")
+    for facet, names in table("loop.facets").items():
+        for name in strings(f"loop.facets.{facet}", names):
+            if name not in _TOPICS:
+                raise LexiconError(f"lexicon.toml: loop.facets.{facet}: unknown topic '{name}'")
+            out[name] = facet
+    return out
+
+
+def _related() -> frozenset[tuple[str, str]]:
+    """Pairs of topics that never conflict ([loop.related]), both ways round."""
+    pairs: set[tuple[str, str]] = set()
+    for hub, names in table("loop.related").items():
+        for name in (hub, *strings(f"loop.related.{hub}", names)):
+            if name not in _TOPICS:
+                raise LexiconError(f"lexicon.toml: loop.related.{hub}: unknown topic '{name}'")
+            pairs.update(((hub, name), (name, hub)))
+    return frozenset(pairs)
+
+
+_FACET: Final = _facets()
+_MONEY: Final = "money"
+_RELATED: Final = _related()
+# How a follow-up to a different question starts ("e a água?", "ok, e em março?").
+_FOLLOW_UP: Final = tuple(f"{normalize(start)} " for start in strings("loop.follow_up"))
 _STOP_TERMS: Final = Terms.at("loop.stop")
 _STOP: Final = _STOP_TERMS.words
 _STOP_PHRASES: Final = _STOP_TERMS.phrases
@@ -168,6 +210,9 @@ class Meaning:
     amounts: frozenset[str]
     stems: frozenset[str]
     tokens: frozenset[str]
+    #: it starts like a follow-up ("e a água?"): the same question only if it shares what
+    #: the question is about
+    follow_up: bool = False
 
     @property
     def content(self) -> bool:
@@ -192,7 +237,10 @@ def _meaning(text: str) -> Meaning:
                 concepts.add((kind, name))
                 if kind != _INTENT:  # a kind of question leaves its words to the topic
                     padded = padded.replace(phrase, "  ")
-        remaining = set(padded.split())
+        taken = remaining.difference(padded.split())
+        remaining -= taken
+        for word in taken:  # "quanto" in "quanto eu tenho" (saldo) still asks an amount
+            concepts.update(c for c in _WORDS.get(word, ()) if c[0] == _INTENT)
     stems: set[str] = set()
     amounts: set[str] = set()
     for word in remaining:
@@ -225,6 +273,7 @@ def _meaning(text: str) -> Meaning:
         frozenset(amounts),
         frozenset(stems),
         frozenset(tokens),
+        f"{text} ".startswith(_FOLLOW_UP),
     )
 
 
@@ -233,13 +282,35 @@ def _meaning(text: str) -> Meaning:
 meaning: Final = functools.lru_cache(maxsize=4096)(_meaning)
 
 
+#: The couple's earlier messages, normalised: they come back in every later turn.
+_normalized: Final = functools.lru_cache(maxsize=4096)(normalize)
+
+
 def has_content(text: str) -> bool:
     """Whether a normalised message can take part in a loop at all."""
     return meaning(text).content
 
 
+@functools.lru_cache(maxsize=1024)
+def _topics_conflict(a: frozenset[str], b: frozenset[str]) -> bool:
+    """Whether two sets of topics name different things: some facet has topics on both
+    sides, none shared and none related. When the two share a topic, only a different
+    account or category counts ("fatura do nubank" / "fatura do inter", "meta da viagem" /
+    "meta do carro"); money matters are then aspects of one question ("ipva à vista?" /
+    "ipva sem parcelar?")."""
+    shared = not a.isdisjoint(b)
+    for facet in {_FACET[t] for t in a}:
+        if shared and facet == _MONEY:
+            continue
+        mine = [t for t in a if _FACET[t] == facet]
+        theirs = [t for t in b if _FACET[t] == facet]
+        if theirs and not any(x == y or (x, y) in _RELATED for x in mine for y in theirs):
+            return True
+    return False
+
+
 def _conflict(a: Meaning, b: Meaning) -> bool:
-    if a.topics and b.topics and a.topics.isdisjoint(b.topics):
+    if a.topics and b.topics and a.topics != b.topics and _topics_conflict(a.topics, b.topics):
         return True
     if a.amounts and b.amounts and a.amounts != b.amounts:
         return True
@@ -251,6 +322,8 @@ def _conflict(a: Meaning, b: Meaning) -> bool:
                 {v for k, v in b.periods if k == kind}
             ):
                 return True
+    if _REMAINING in a.intents or _REMAINING in b.intents:
+        return False  # "quantas parcelas faltam?" / "quando eu termino de pagar?"
     a_intents, b_intents = a.intents & CONFLICTING_INTENTS, b.intents & CONFLICTING_INTENTS
     return bool(a_intents and b_intents and a_intents.isdisjoint(b_intents))
 
@@ -259,11 +332,15 @@ def similar(a: Meaning, b: Meaning) -> bool:
     """Whether two messages ask the same thing (see the module docstring)."""
     if not a.content or not b.content or _conflict(a, b):
         return False
-    if (
-        not a.topics.isdisjoint(b.topics)
-        or not a.generic.isdisjoint(b.generic)
-        or not a.intents.isdisjoint(b.intents)
-        or not a.amounts.isdisjoint(b.amounts)
+    if not a.topics.isdisjoint(b.topics) or (
+        not (a.follow_up or b.follow_up)
+        and (
+            not a.generic.isdisjoint(b.generic)
+            or not a.intents.isdisjoint(b.intents)
+            or not a.amounts.isdisjoint(b.amounts)
+            or not a.periods.isdisjoint(b.periods)
+            or any((x, y) in _RELATED for x in a.topics for y in b.topics)
+        )
     ):
         return True
     # words the lexicon does not know: most of them shared ("primeira pergunta" / "segunda
@@ -272,6 +349,12 @@ def similar(a: Meaning, b: Meaning) -> bool:
     if shared and shared / min(len(a.stems), len(b.stems)) > JACCARD_THRESHOLD:
         return True
     return len(a.tokens & b.tokens) / len(a.tokens | b.tokens) > JACCARD_THRESHOLD
+
+
+def _linked(a: Meaning, b: Meaning) -> bool:
+    """Not the same question, but not a different one either: no conflict, and neither is
+    a follow-up."""
+    return not (a.follow_up or b.follow_up or _conflict(a, b))
 
 
 def is_loop(last: str, previous: str, before: str) -> bool:
@@ -283,13 +366,28 @@ def is_loop(last: str, previous: str, before: str) -> bool:
     m_last = meaning(last)
     if not m_last.content:
         return False
-    m_previous = meaning(normalize(previous))
-    if not similar(m_last, m_previous):
+    m_previous = meaning(_normalized(previous))
+    last_previous = similar(m_last, m_previous)
+    if not last_previous and not _linked(m_last, m_previous):
         return False
-    m_before = meaning(normalize(before))
-    return similar(m_previous, m_before) and similar(m_last, m_before)
+    m_before = meaning(_normalized(before))
+    if not m_before.content:
+        return False
+    # all three pairs ask the same thing; or two do and the third pair does not conflict (a
+    # rephrasing can share a word with each of the others and none with the third: "quanto
+    # tem na nossa conta?" / "qual o saldo da conta conjunta?" / "quanto dinheiro a gente
+    # tem?")
+    previous_before = similar(m_previous, m_before)
+    last_before = similar(m_last, m_before)
+    if last_previous + previous_before + last_before < 2:
+        return False
+    if not last_previous:
+        return True  # linked, checked above
+    if not previous_before:
+        return _linked(m_previous, m_before)
+    return last_before or _linked(m_last, m_before)
 
 
 def repeats(last: str, previous: str) -> bool:
     """Whether the normalised ``last`` message asks what the raw ``previous`` one did."""
-    return similar(meaning(last), meaning(normalize(previous)))
+    return similar(meaning(last), meaning(_normalized(previous)))

@@ -144,6 +144,8 @@ def _number_words() -> dict[str, tuple[int, int]]:
 _NUMBERS: Final = _number_words()
 _THOUSAND: Final = string("numbers.thousand")
 _NUMBER_KEYS: Final = frozenset(_NUMBERS) | {_THOUSAND}
+# "um" and "uma" alone are articles: only another number word starts a number.
+_NUMBER_STARTS: Final = _NUMBER_KEYS - {"um", "uma"}
 # Articles before they are numbers; "zero" is a number on its own.
 _NOT_A_START: Final = frozenset(("um", "uma"))
 
@@ -266,6 +268,6 @@ def normalized_words(text: str) -> list[str]:
             words = [_SPELLING.get(word, word) for word in words]
         else:  # a spelling that stands for two words ("oq" → "o que")
             words = " ".join([_SPELLING.get(word, word) for word in words]).split()
-    if not _NUMBER_KEYS.isdisjoint(words):
+    if not _NUMBER_STARTS.isdisjoint(words):
         words = _spoken_numbers(words)
     return words

@@ -1,32 +1,58 @@
 """One typo away: the words of lexicon.toml's [typos] recognised with a typo.
 
 ``fix_typos`` replaces a word the lexicon does not know by the [typos] word one typo away
-(a letter added, dropped or changed, or two neighbouring letters swapped), so "esse bot
-não fucniona" reads "esse bot não funciona". It uses a deletion index: every [typos] word
+(a letter added or dropped, two neighbouring letters swapped, or a letter changed for its
+neighbour on the keyboard or in sound), so "esse bot não fucniona" reads "esse bot não
+funciona" and "burrp" reads "burro", while "barro" stays "barro". It uses a deletion
+index: every [typos] word
 and every way of dropping one of its letters point back to it, so a message word needs
 only its own letter-dropped forms looked up.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from typing import Final
 
-from guard._data import RAW, LexiconError, table
+from guard._data import RAW, LexiconError, strings, table
 from guard._lexicon import Terms
 from guard._text import normalize
 
 __all__ = ["KNOWN", "MAX_WORDS", "MEL_WORDS", "fix_typos", "one_typo_away"]
 
 
+def _neighbours() -> frozenset[tuple[str, str]]:
+    """Letter pairs one slip of the finger apart on a phone keyboard, or one sound apart
+    ([typos] keyboard_rows and sound_pairs): a changed letter must be one of them, so
+    "burrp" is "burro" but "barro" stays "barro"."""
+    pairs: set[tuple[str, str]] = set()
+    rows = strings("typos.keyboard_rows")
+    for row in rows:
+        for a, b in itertools.pairwise(row):
+            pairs.update(((a, b), (b, a)))
+    for upper, lower in itertools.pairwise(rows):  # the keys just below, left and right
+        for i, a in enumerate(upper):
+            for b in lower[max(i - 1, 0) : i + 1]:
+                pairs.update(((a, b), (b, a)))
+    for pair in strings("typos.sound_pairs"):
+        a, b = pair.split()
+        pairs.update(((a, b), (b, a)))
+    return frozenset(pairs)
+
+
+_NEIGHBOURS: Final = _neighbours()
+
+
 def one_typo_away(word: str, known: str) -> bool:
-    """Damerau-Levenshtein distance exactly 1."""
+    """Damerau-Levenshtein distance exactly 1, a changed letter being a neighbour of the
+    right one on the keyboard or in sound."""
     if word == known or abs(len(word) - len(known)) > 1:
         return False
     if len(word) == len(known):
         diffs = [i for i, (a, b) in enumerate(zip(word, known, strict=True)) if a != b]
         if len(diffs) == 1:
-            return True
+            return (word[diffs[0]], known[diffs[0]]) in _NEIGHBOURS
         return (
             len(diffs) == 2
             and diffs[1] == diffs[0] + 1

@@ -32,6 +32,7 @@ from gateway.clock import now_ms, parse_iso, utc_now_iso
 from gateway.conversation.changes import Reply, TurnCommit
 from gateway.conversation.sessions import close_event
 from gateway.conversation.thread import StoredMessage, ThreadState
+from gateway.media import MediaInput
 
 __all__ = ["Conversation", "TurnRunner", "counter_after", "new_session_id"]
 
@@ -97,11 +98,17 @@ class TurnRunner:
         support_status: Callable[[], SupportStatus] = lambda: "none",
         outage_window: float = 900.0,
         holding_message: str = "",
+        media: MediaPort | None = None,
+        served: Callable[[InboundMessage], bool] = lambda msg: True,
+        welcome_message: str = "",
     ) -> None:
         self.conversation = conversation
         self.support_status = support_status
         self.outage_window = outage_window
         self.holding_message = holding_message
+        self.media = media
+        self.served = served
+        self.welcome_message = welcome_message
 
     async def run(
         self, state: ThreadState, history: Sequence[str], stored: StoredMessage
@@ -123,15 +130,35 @@ class TurnRunner:
             state = state.opened(new_session_id(), now)
             events.append(SessionStarted(channel=msg.channel))
         session_id = state.session_id  # the session this turn belongs to, even if it ends
+        served = self.served(msg)
+        answering = msg.answerable and served and not state.with_person
+        media = (
+            await self.media.read(msg) if self.media is not None and msg.media and answering
+            else None
+        )  # fmt: skip
         if not before.outage_since:  # a parked message was recorded on its first try
-            events.append(received_event(stored))
+            events.append(received_event(stored, media, not_answered=not served))
 
-        if not msg.answerable or state.with_person:
-            outcome = Outcome.MUTED if msg.answerable else Outcome.IGNORED
+        if not answering:
+            outcome = Outcome.MUTED if msg.answerable and served else Outcome.IGNORED
             commit = _commit(msg, state.changes_from(before), session_id, [], events, ())
             return TurnOutput(commit, outcome)
 
-        user = ChatMessage(role="user", content=msg.agent_text())
+        text = media.text if media is not None else _with_edit(msg, history)
+        user = ChatMessage(
+            role="user", content=text, images=media.images if media is not None else ()
+        )
+        direct = self.welcome_message if msg.kind == "welcome" else None
+        if media is not None and media.reply:
+            direct = media.reply
+        if direct:  # answered without the model: the greeting, or "please type it"
+            outcome = Outcome.WELCOME if msg.kind == "welcome" else Outcome.MEDIA_UNUSABLE
+            entries = [_user_entry(user, msg), _assistant_entry(direct)]
+            commit = _commit(
+                msg, state.changes_from(before), session_id, entries, events, (direct,)
+            )
+            return TurnOutput(commit, outcome)
+
         past = [ChatMessage.model_validate_json(h) for h in history]
         support = self.support_status()
         result = await self.conversation.turn(
@@ -175,10 +202,7 @@ class TurnRunner:
             session_open, handoff_open = False, False
             waiting_open = False if before.waiting_for_person else waiting_open
         replies = (result.reply.content, *result.extra_replies)
-        new_history = [
-            user.model_dump_json(),
-            *(ChatMessage(role="assistant", content=r).model_dump_json() for r in replies),
-        ]
+        new_history = [_user_entry(user, msg), *(_assistant_entry(r) for r in replies)]
         commit = _commit(msg, state.changes_from(before), session_id, new_history, events, replies)
         return TurnOutput(
             replace(
@@ -257,6 +281,39 @@ class TurnRunner:
         )
 
 
+class MediaPort(Protocol):
+    """Reads a message's media for the agent (``gateway.media.MediaReader``)."""
+
+    async def read(self, msg: InboundMessage) -> MediaInput: ...
+
+
+def _user_entry(user: ChatMessage, msg: InboundMessage) -> str:
+    """A history entry for the couple's message; it keeps the provider id (for edits)."""
+    return json.dumps(
+        {**user.model_dump(mode="json"), "message_id": msg.provider_message_id},
+        ensure_ascii=False,
+    )
+
+
+def _assistant_entry(text: str) -> str:
+    return ChatMessage(role="assistant", content=text).model_dump_json()
+
+
+def _with_edit(msg: InboundMessage, history: Sequence[str]) -> str:
+    """What the agent reads; an edit names the text it corrects, when it is in history."""
+    text = msg.agent_text()
+    if msg.kind != "edit" or not msg.edit_of:
+        return text
+    for raw in reversed(history):
+        entry = json.loads(raw)
+        if entry.get("message_id") == msg.edit_of:
+            return (
+                f'[o usuário corrigiu a mensagem "{entry.get("content", "")}"; '
+                f'texto corrigido: "{msg.text}"]'
+            )
+    return text
+
+
 def _json(value: dict[str, Any] | None) -> str:
     return json.dumps(value) if value else ""
 
@@ -291,13 +348,18 @@ def _commit(
     )
 
 
-def received_event(stored: StoredMessage) -> MessageReceived:
+def received_event(
+    stored: StoredMessage, media: MediaInput | None = None, *, not_answered: bool = False
+) -> MessageReceived:
     msg = stored.message
     return MessageReceived(
         message_id=msg.provider_message_id,
         channel=msg.channel,
         kind=msg.kind,
-        text=msg.agent_text(),
+        text=media.text if media is not None else msg.agent_text(),
+        transcript=media.transcript if media is not None else None,
+        media_problem=media.problem if media is not None else None,
+        not_answered="not_served" if not_answered else None,
         received_at=stored.received_at,
         provider_timestamp=msg.timestamp.astimezone(UTC).isoformat(),
         profile_name=msg.profile_name or None,

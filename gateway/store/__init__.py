@@ -61,14 +61,16 @@ class Store:
         raw_maxlen: int = 100_000,
         raw_refused_max: int = 10_000,
         dedupe_ttl: int = 8 * 24 * 3600,
-        reply_ttl: int = 8 * 24 * 3600,
+        reply_ttl: int = 3 * 24 * 3600,
         history_cap: int = 40,
+        thread_ttl: int = 180 * 24 * 3600,
+        session_ttl: int = 90 * 24 * 3600,
     ) -> None:
         self.redis = redis
         self.keys = Keys(prefix)
         scripts = Scripts(redis)
         self.scripts = scripts
-        self.events = EventLog(redis, self.keys, scripts, events_maxlen)
+        self.events = EventLog(redis, self.keys, scripts, events_maxlen, session_ttl)
         self.threads = ThreadStore(
             redis,
             self.keys,
@@ -77,6 +79,8 @@ class Store:
             reply_ttl=reply_ttl,
             sent_ttl=dedupe_ttl,
             history_cap=history_cap,
+            thread_ttl=thread_ttl,
+            session_ttl=session_ttl,
         )
         self.ingest = Ingest(
             redis,
@@ -86,6 +90,7 @@ class Store:
             raw_maxlen=raw_maxlen,
             events_maxlen=events_maxlen,
             refused_max=raw_refused_max,
+            thread_ttl=thread_ttl,
         )
         self.ready = ConsumerGroup(redis, self.keys.ready, READY_GROUP, start="0")
         self._own: list[aioredis.Redis] = []
@@ -103,7 +108,9 @@ class Store:
         )
         client = aioredis.Redis(connection_pool=pool)
         self._own.append(client)
-        return EventLog(client, self.keys, Scripts(client), self.events.maxlen)
+        return EventLog(
+            client, self.keys, Scripts(client), self.events.maxlen, self.events.session_ttl
+        )
 
     async def close_own_pools(self) -> None:
         for client in self._own:

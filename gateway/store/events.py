@@ -38,11 +38,19 @@ def encode_events(events: Sequence[Payload]) -> list[list[str]]:
 
 @translates_redis_errors
 class EventLog:
-    def __init__(self, redis: aioredis.Redis, keys: Keys, scripts: Scripts, maxlen: int) -> None:
+    def __init__(
+        self,
+        redis: aioredis.Redis,
+        keys: Keys,
+        scripts: Scripts,
+        maxlen: int,
+        session_ttl: int = 0,
+    ) -> None:
         self.redis = redis
         self.keys = keys
         self.scripts = scripts
         self.maxlen = maxlen
+        self.session_ttl = session_ttl
 
     async def publish(self, thread_id: str, session_id: str, *events: Payload) -> list[str]:
         """Append events outside a turn, in one atomic step; their ids. With a session id
@@ -50,7 +58,14 @@ class EventLog:
         res: Any = await self.scripts.run(
             "publish",
             [self.keys.events, self.keys.session_events(session_id) if session_id else ""],
-            [self.maxlen, utc_now_iso(), thread_id, session_id, dumps(encode_events(events))],
+            [
+                self.maxlen,
+                utc_now_iso(),
+                thread_id,
+                session_id,
+                dumps(encode_events(events)),
+                self.session_ttl,
+            ],
         )
         return [as_str(i) for i in res]
 

@@ -56,6 +56,7 @@ class Ingest:
         raw_maxlen: int,
         events_maxlen: int,
         refused_max: int = 10_000,
+        thread_ttl: int = 0,
     ) -> None:
         self.redis = redis
         self.keys = keys
@@ -64,6 +65,7 @@ class Ingest:
         self.raw_maxlen = raw_maxlen
         self.events_maxlen = events_maxlen
         self.refused_max = refused_max
+        self.thread_ttl = thread_ttl
         self._queue: list[_Queued] = []
         self._flusher: asyncio.Task[None] | None = None
 
@@ -132,6 +134,7 @@ class Ingest:
                 bodies.append(intake.raw[1])
         payload = {
             "ttl": self.dedupe_ttl,
+            "thread_ttl": self.thread_ttl,
             "raw_maxlen": self.raw_maxlen,
             "events_maxlen": self.events_maxlen,
             "at": utc_now_iso(),

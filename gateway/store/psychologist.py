@@ -165,8 +165,10 @@ class SaveResult:
 class PsychologistStore:
     """Analyses, hypotheses and their indexes in Redis, next to the gateway's ``Store``."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, *, ttl_days: float = 365) -> None:
         self.store = store
+        self.ttl = int(ttl_days * 86400)
+        """Analyses, hypotheses and failures expire this long after they are written."""
         self.redis = store.redis
         self.keys = store.keys
         self.scripts = store.scripts
@@ -312,6 +314,7 @@ class PsychologistStore:
                 "thread_id": thread_id,
                 "maxlen": self.store.events.maxlen,
                 "events": encode_events([*proposed, completed]),
+                "ttl": self.ttl,
             }
             keys = [
                 self.keys.analysis_current(session_id),
@@ -371,6 +374,7 @@ class PsychologistStore:
             "thread_id": thread_id,
             "maxlen": self.store.events.maxlen,
             "kept": FAILURES_KEPT,
+            "ttl": self.ttl,
             "events": encode_events([event]),
         }
         res: Any = await self.scripts.run(

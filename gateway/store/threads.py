@@ -66,6 +66,8 @@ class ThreadStore:
         reply_ttl: int,
         sent_ttl: int,
         history_cap: int,
+        thread_ttl: int = 0,
+        session_ttl: int = 0,
     ) -> None:
         self.redis = redis
         self.keys = keys
@@ -74,6 +76,8 @@ class ThreadStore:
         self.reply_ttl = reply_ttl
         self.sent_ttl = sent_ttl
         self.history_cap = history_cap
+        self.thread_ttl = thread_ttl
+        self.session_ttl = session_ttl
 
     # --- a worker's turn ---------------------------------------------------------------
 
@@ -155,6 +159,8 @@ class ThreadStore:
                 entry_id,
                 READY_GROUP,
                 self.reply_ttl,
+                self.thread_ttl,
+                self.session_ttl,
             ],
         )
         return bool(released), [as_str(i) for i in ids]
@@ -234,6 +240,7 @@ class ThreadStore:
                 entry_id,
                 READY_GROUP,
                 self.sent_ttl,
+                self.session_ttl,
             ],
         )
         return bool(released)
@@ -296,6 +303,7 @@ class ThreadStore:
             "session_id": action.session_id,
             "events_maxlen": self.events_maxlen,
             "reply_ttl": self.reply_ttl,
+            "session_ttl": self.session_ttl,
         }
         try:
             res: Any = await self.scripts.run(

@@ -144,8 +144,9 @@ class PsychologistWorker(StreamConsumer):
         claim_idle: float = 15.0,
         concurrency: int = 4,
         consumer: str | None = None,
+        analysis_ttl_days: float = 365,
     ) -> None:
-        db = PsychologistStore(store)
+        db = PsychologistStore(store, ttl_days=analysis_ttl_days)
         super().__init__(
             db.group,
             concurrency=concurrency,

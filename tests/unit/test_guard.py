@@ -20,6 +20,7 @@ from guard import (
     ConversationGuard,
     GuardInput,
     GuardVerdict,
+    _data,
     _frustration,
     _human,
     _loop,
@@ -553,26 +554,36 @@ def test_normalize(raw: str, expected: str) -> None:
     assert _text.normalize(raw) == expected
 
 
-def _all_patterns() -> list[re.Pattern[str]]:
-    rules = [
-        _frustration.AT_YOU,
-        _frustration.DIRECTED,
-        _frustration.OUTBURST,
-        _frustration.NEUTRALISE,
-        _frustration.ELSEWHERE,
-        _frustration.ABOUT_MEL,
-        _frustration.CHEER,
-    ]
-    found = [p.regex for r in rules for p in r.patterns]
-    return [*found, *(p.regex for p in _human.RULES), _human.BARE]
+def _hand_written_regexes(node: object) -> list[str]:
+    """Every regex written by hand in lexicon.toml: the patterns' `regex` fields and the
+    string fragments (term lists are normalised when loaded)."""
+    found: list[str] = []
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if isinstance(value, str) and key == "regex":
+                found.append(value)
+            else:
+                found += _hand_written_regexes(value)
+    elif isinstance(node, list):
+        for item in node:
+            found += _hand_written_regexes(item)
+    return found
 
 
 def test_lexicon_patterns_are_written_in_normalised_form() -> None:
     """Accents, doubled vowels or WhatsApp spellings in a pattern could never match."""
     spelling = {key for key in _text._SPELLING if len(key) > 1}
     spelling |= _text._NUMBER_KEYS - {"um", "uma"}  # said numbers become digits
-    for pattern in _all_patterns():
-        source = pattern.pattern
+    fragments = [
+        value
+        for section in _data.table("fragments").values()
+        if isinstance(section, dict)
+        for value in section.values()
+        if isinstance(value, str)
+    ]
+    sources = _hand_written_regexes(_data.RAW) + fragments + [_human.BARE.pattern]
+    assert len(sources) > 50
+    for source in sources:
         assert source.isascii(), source
         assert not re.search(r"([aeiou])\1", source), source
         words = set(re.findall(r"(?<![a-z\\\[])[a-z]{2,}(?![a-z\[(])", source))
@@ -581,7 +592,12 @@ def test_lexicon_patterns_are_written_in_normalised_form() -> None:
 
 def test_lexicon_keys_and_terms_are_in_normalised_form() -> None:
     """Keys are written by hand in lexicon.toml; terms are normalised when loaded."""
-    rules = [_frustration.AT_YOU, _frustration.DIRECTED, _frustration.OUTBURST]
+    rules = [
+        _frustration.AT_YOU,
+        _frustration.DIRECTED,
+        _frustration.DIRECTED_BEFORE,
+        _frustration.OUTBURST,
+    ]
     key_sets = [p.keys | p.requires for r in rules for p in r.patterns]
     key_sets += [p.keys | p.requires for p in _human.RULES]
     key_sets += [_human.KEYS, _loop._STOP, _frustration.ELSEWHERE.terms.keys]
@@ -608,7 +624,12 @@ def test_wrapped_lexicon_patterns_keep_their_spaces() -> None:
 
 def test_every_gated_pattern_has_keys() -> None:
     """A pattern without keys would run on every message (and break the fast exit)."""
-    for rules in (_frustration.AT_YOU, _frustration.DIRECTED, _frustration.OUTBURST):
+    for rules in (
+        _frustration.AT_YOU,
+        _frustration.DIRECTED,
+        _frustration.DIRECTED_BEFORE,
+        _frustration.OUTBURST,
+    ):
         assert rules.keys, rules
         assert all(p.keys for p in rules.patterns)
     assert all(p.keys for p in _human.RULES)

@@ -1,11 +1,13 @@
 -- uses: emit, state
 -- An action on a thread outside a turn (support, the sweeper): preconditions on the
 -- thread's state, state changes, index updates, events, and optionally a reply queued
--- for the workers to deliver (the thread is scheduled if it was not).
+-- for the workers to deliver (the thread is scheduled if it was not; a parked thread is
+-- woken now: its message still waits for the model, the reply does not).
 -- KEYS: state, lease, outbox, sched, ready, events, session_events, sessions_open,
---       handoffs_open, reply
--- ARGV[1]: json {require, idle, state, session_open, handoff_open, events, reply,
---          now_ms, at, thread_id, session_id, events_maxlen, reply_ttl}
+--       handoffs_open, reply, handoffs_waiting, parked
+-- ARGV[1]: json {require, idle, state, session_open, handoff_open, waiting_open, events,
+--          reply, now_ms, at, thread_id, session_id, events_maxlen, reply_ttl,
+--          session_ttl}
 -- Errors: BUSY (idle required and a worker holds the lease),
 --         PRECONDITION <field>=<actual> (the state changed since the action was decided).
 -- Returns the event ids.
@@ -34,5 +36,7 @@ if p['reply'] ~= cjson.null then
     redis.call('ZADD', KEYS[12], p['now_ms'], p['thread_id'])
   end
 end
-return emit(KEYS[6], p['events_maxlen'], p['at'], p['thread_id'], p['session_id'], KEYS[7],
-  p['events'])
+local ids = emit(KEYS[6], p['events_maxlen'], p['at'], p['thread_id'], p['session_id'],
+  KEYS[7], p['events'])
+keep(KEYS[7], p['session_ttl'])
+return ids

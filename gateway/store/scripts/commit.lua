@@ -8,7 +8,7 @@
 -- ARGV: token, message id, payload json {state, history, events, replies: [{id, text,
 --       to, channel, from, author}], session_open, handoff_open, waiting_open,
 --       park_until_ms, now_ms}, history cap, events maxlen, at, thread id, session id,
---       ready entry id, group, reply ttl
+--       ready entry id, group, reply ttl, thread ttl, session ttl (seconds; 0: none)
 -- Errors: LEASE_LOST (another worker owns the thread), EMPTY_INBOX, HEAD_MISMATCH.
 -- Returns {released (1|0), event ids}.
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return redis.error_reply('LEASE_LOST') end
@@ -42,6 +42,8 @@ for i, r in ipairs(p['replies']) do
   redis.call('RPUSH', KEYS[5], r['id'])
 end
 local ids = emit(KEYS[6], ARGV[5], ARGV[6], ARGV[7], ARGV[8], KEYS[7], p['events'])
+keep(KEYS[7], ARGV[13])
+for _, k in ipairs({KEYS[2], KEYS[3], KEYS[4], KEYS[5]}) do keep(k, ARGV[12]) end
 local released = 0
 if #p['replies'] == 0 and not parked then
   released = release_if_idle(KEYS[2], KEYS[5], KEYS[8], KEYS[1], KEYS[9], ARGV[10],

@@ -1,6 +1,6 @@
 -- Store deliveries (one or more, batched): their messages, status events, raw records.
 -- KEYS: ready, raw, events, then per message: seen, inbox, sched
--- ARGV[1]: JSON {ttl, raw_maxlen, events_maxlen, at, raws: [meta…],
+-- ARGV[1]: JSON {ttl, thread_ttl, raw_maxlen, events_maxlen, at, raws: [meta…],
 --               messages: [[json, thread id]…], events: [[type, thread, session, data]…]}
 -- ARGV[1 + i]: the body of raws[i]
 -- Returns, per message, 1 when new, 0 when a duplicate (its seen marker existed).
@@ -10,6 +10,7 @@ for i, m in ipairs(p['messages']) do
   local k = 3 + (i - 1) * 3
   if redis.call('SET', KEYS[k + 1], '1', 'NX', 'EX', p['ttl']) then
     redis.call('RPUSH', KEYS[k + 2], m[1])
+    if p['thread_ttl'] > 0 then redis.call('EXPIRE', KEYS[k + 2], p['thread_ttl']) end
     if redis.call('SET', KEYS[k + 3], '1', 'NX') then
       redis.call('XADD', KEYS[1], '*', 't', m[2])
     end

@@ -6,7 +6,8 @@
 -- KEYS: current, analyses, analysis, insights, thread hypotheses, events, old analysis
 --       (or ''), stats, then one hash per new hypothesis
 -- ARGV[1]: json {expected, id, analysis: [k, v…], hypotheses: [[id, [k, v…]]…], score,
---          at, thread_id, maxlen, events: [[type, data]…]}
+--          at, thread_id, maxlen, events: [[type, data]…], ttl (seconds)}
+-- Everything it writes expires after ttl; the indexes drop what is older.
 -- Returns {stored (1|0), the current id found, event ids}.
 local p = cjson.decode(ARGV[1])
 local current = redis.call('GET', KEYS[1]) or ''
@@ -30,4 +31,11 @@ for i, h in ipairs(p['hypotheses']) do
   redis.call('ZADD', KEYS[5], p['score'], h[1])
 end
 local ids = emit(KEYS[6], p['maxlen'], p['at'], p['thread_id'], '', '', p['events'])
+for i, k in ipairs(KEYS) do
+  if i ~= 4 and i ~= 5 and i ~= 6 and i ~= 8 then keep(k, p['ttl']) end
+end
+local oldest = p['score'] - p['ttl'] * 1000
+redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', oldest)
+redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', oldest)
+keep(KEYS[5], p['ttl'])
 return {1, current, ids}
