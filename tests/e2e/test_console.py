@@ -386,3 +386,19 @@ async def test_a_claim_decided_on_a_stale_state_is_refused_by_the_store(
     assert after is not None
     assert after.handoff_taken_by == "ana"
     assert len(await gw.events("support.claimed")) == 1
+
+
+async def test_console_keys_expire_but_the_agents_themselves(
+    start: Callable[..., Any], clients: Callable[[Gateway], ConsoleClient]
+) -> None:
+    gw: Gateway = await start("ana", "bia")
+    ana, bia = clients(gw), clients(gw)
+    await ana.login("ana")
+    await bia.login("bia", "senha-errada")
+    await bia.login("bia")
+    await bia.call("POST", "logout")
+    kept = {}
+    async for raw in gw.store.redis.scan_iter(f"{gw.store.keys.prefix}:console:*"):
+        if await gw.store.redis.ttl(raw) == -1:
+            kept[raw.decode()] = (await gw.store.redis.type(raw)).decode()
+    assert kept == {"mel:console:agents": "hash"}  # one entry per agent, removed with it
