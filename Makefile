@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 
-.PHONY: run chat test lint typecheck bench format clean
+.PHONY: run chat test lint typecheck bench format clean chromium
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -19,7 +19,7 @@ run: $(STAMP)
 chat: $(STAMP)
 	$(BIN)/mel-gateway chat
 
-test: $(STAMP)
+test: $(STAMP) chromium
 	$(BIN)/python -m pytest $(ARGS)
 
 lint: $(STAMP)
@@ -38,3 +38,11 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .mel .pytest_cache .mypy_cache .ruff_cache
+
+# the console's browser tests drive Debian's Chromium: installed when missing (apt-get)
+chromium:
+	@command -v chromium >/dev/null 2>&1 || [ -x /usr/bin/chromium ] || { \
+	  sudo=""; [ "$$(id -u)" -eq 0 ] || sudo="sudo"; \
+	  $$sudo apt-get update -qq && \
+	  $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } || \
+	  echo "chromium could not be installed: the browser tests (tests/browser) will be skipped"

@@ -42,6 +42,7 @@ __all__ = [
     "SessionClosedAbnormally",
     "SessionEndRequested",
     "SessionStarted",
+    "SupportClaimed",
     "SupportQueueOpened",
     "SupportReleased",
     "SupportReplied",
@@ -234,12 +235,14 @@ class SessionEndRequested(Payload):
 
 
 class SessionClosed(Payload):
-    """A session ended normally (``user_ended``, ``idle_timeout``, ``support_closed``)."""
+    """A session ended normally (``user_ended``, ``idle_timeout``, ``support_closed``;
+    ``by``: the support person who closed it)."""
 
     TYPE = "session.closed"
     reason: str
     started_at: str | None
     closed_at: str
+    by: Omitted[str] = None
 
 
 class SessionClosedAbnormally(Payload):
@@ -270,10 +273,21 @@ class SupportQueueOpened(Payload):
 
 
 class SupportReleased(Payload):
-    """The thread is back with the bot (support released it, or the handoff expired)."""
+    """The thread is back with the bot (support released it, or the handoff expired);
+    ``by``: the support person who did it."""
 
     TYPE = "support.released"
     reason: str
+    by: Omitted[str] = None
+
+
+class SupportClaimed(Payload):
+    """A support person took a thread: an open handoff, or a request that was waiting
+    (``request``: ``open`` | ``waiting``). The claim is exclusive."""
+
+    TYPE = "support.claimed"
+    by: str
+    request: str
 
 
 # --- the psychologist (ADR 0015) --------------------------------------------------------

@@ -68,6 +68,7 @@ from gateway.metrics import (
 from gateway.settings import Settings
 from gateway.store import MeteredPool, Store
 from gateway.store.embedded import EmbeddedRedis
+from gateway.support_agents import SupportRoster
 from gateway.workers.admission import Admission
 from gateway.workers.consumer import StreamConsumer
 from gateway.workers.parking import Unparker
@@ -76,6 +77,7 @@ from gateway.workers.psychologist import PSYCHOLOGIST_CONCURRENCY, PsychologistW
 from gateway.workers.retention import RawRetention
 from gateway.workers.supervisor import Supervisor
 from gateway.workers.support_queue import SupportQueue
+from gateway.workers.support_roster import RosterRefresh
 from gateway.workers.support_webhook import SupportWebhook
 from gateway.workers.sweeper import SessionSweeper
 from gateway.workers.turns import TurnWorker
@@ -96,6 +98,8 @@ class Components:
     metrics: Metrics
     store: Store
     ledger: Ledger
+    roster: SupportRoster
+    """Whether console agents exist (support is configured by them as by SUPPORT_TOKEN)."""
     twilio_token: str | None = None
     llm: LLMClient | None = None
     supervisor: Supervisor | None = None
@@ -178,6 +182,7 @@ async def bootstrap(
             metrics=metrics or Metrics(),
             store=store,
             ledger=Ledger(store.redis, settings.mel_redis_prefix),
+            roster=SupportRoster(settings),
         )
         if role in ("serve", "web"):
             c.twilio_token = _twilio_token(settings)
@@ -425,7 +430,7 @@ def _turn_worker(c: Components) -> TurnWorker:
         c.store,
         TurnRunner(
             conversation,
-            support_status=s.support_status,
+            support_status=c.roster.support_status,
             outage_window=s.llm_outage_retry_seconds,
             holding_message=s.llm_outage_message,
             media=c.media,
@@ -491,5 +496,6 @@ def _periodic_jobs(c: Components) -> list[PeriodicJob]:
             max_age_days=s.mel_raw_retention_days,
         ),
         Unparker(c.store),
-        SupportQueue(c.store, s.support_status),
+        SupportQueue(c.store, c.roster.support_status),
+        RosterRefresh(c.store, c.roster),
     ]

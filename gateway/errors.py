@@ -10,11 +10,14 @@ __all__ = [
     "BadRequest",
     "ConfigError",
     "Conflict",
+    "Forbidden",
     "GatewayError",
     "NotFound",
     "PayloadTooLarge",
     "ProviderDisabled",
     "RequestTimeout",
+    "TooManyRequests",
+    "Unauthorized",
     "Unavailable",
 ]
 
@@ -41,6 +44,23 @@ class NotFound(GatewayError):
 
 class ProviderDisabled(NotFound):
     """A provider's webhook whose secret is not configured (the message names the variable)."""
+
+
+class Unauthorized(GatewayError):
+    """No (or no longer a) valid login: the client must authenticate."""
+
+
+class Forbidden(GatewayError):
+    """Authenticated, or not, the request is refused as it is (e.g. no CSRF token)."""
+
+
+class TooManyRequests(GatewayError):
+    """Too many attempts; ``retry_after`` seconds until the next one is taken."""
+
+    def __init__(self, message: str, retry_after: int) -> None:
+        super().__init__(message)
+        self.retry_after = max(1, retry_after)
+        self.headers = {"Retry-After": str(self.retry_after)}
 
 
 class Conflict(GatewayError):

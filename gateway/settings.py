@@ -114,6 +114,12 @@ class Settings(BaseSettings):
     support_webhook_url: str | None = None
     support_webhook_secret: str | None = None
     support_webhook_backoff_seconds: Seconds = 1.0
+    # the support console (/console/, docs/console.md): people log in as agents
+    console_session_seconds: int = Field(12 * 3600, ge=60)  # a login lasts this long
+    console_login_max_per_name: int = Field(5, ge=1)  # attempts per window, per agent name
+    console_login_max_per_address: int = Field(30, ge=1)  # … and per client address
+    console_login_window_seconds: int = Field(900, ge=1)
+    console_behind_proxy: bool = False  # the client address is X-Forwarded-For's last entry
 
     # Psychologist (ADR 0015): post-session analysis
     psychologist_enabled: bool = True  # serve / worker run the consumer in-process
@@ -195,10 +201,12 @@ class Settings(BaseSettings):
             raise ValueError("LLM_CASSETTE and LLM_CASSETTE_MODE (record|replay) go together")
         return self
 
-    def support_status(self, now: datetime | None = None) -> SupportStatus:
+    def support_status(self, now: datetime | None = None, *, agents: bool = False) -> SupportStatus:
         """Whether a person can pick up a handoff: ``none`` (no support configured),
-        ``out_of_hours`` (configured, outside SUPPORT_HOURS, São Paulo time), ``available``."""
-        if not self.support_token:
+        ``out_of_hours`` (configured, outside SUPPORT_HOURS, São Paulo time), ``available``.
+        Support is configured by ``SUPPORT_TOKEN`` or by console agents existing
+        (``agents``: what ``gateway.support_agents.SupportRoster`` last saw in Redis)."""
+        if not (self.support_token or agents):
             return "none"
         if not self.support_hours:
             return "available"
@@ -207,8 +215,8 @@ class Settings(BaseSettings):
         inside = start <= local < end if start <= end else (local >= start or local < end)
         return "available" if inside else "out_of_hours"
 
-    def support_available(self, now: datetime | None = None) -> bool:
-        return self.support_status(now) == "available"
+    def support_available(self, now: datetime | None = None, *, agents: bool = False) -> bool:
+        return self.support_status(now, agents=agents) == "available"
 
     def served(self, channel: str, addresses: Iterable[str]) -> bool:
         """Whether we answer messages written to these business addresses of ``channel``

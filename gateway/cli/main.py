@@ -15,7 +15,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from agent import AgentError
-from gateway.cli import chat, household, insights, ledger, serve, watch
+from gateway.cli import chat, household, insights, ledger, serve, support, watch
 from gateway.errors import ConfigError, GatewayError
 from gateway.logs import configure_logging
 from gateway.replay import add_replay_parser, run_replay
@@ -34,7 +34,7 @@ def _parser() -> argparse.ArgumentParser:
         "-v", "--verbose", action="store_true", help="show log lines (commands other than serve)"
     )
     sub = p.add_subparsers(dest="command", required=True)
-    for module in (serve, chat, watch, insights, ledger, household):
+    for module in (serve, chat, watch, insights, ledger, household, support):
         module.register(sub)
     replay = add_replay_parser(sub)
     replay.set_defaults(run=lambda settings, args: run_replay(args, settings))

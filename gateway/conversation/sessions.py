@@ -11,15 +11,19 @@ from events import (
     Payload,
     SessionClosed,
     SessionClosedAbnormally,
+    SupportClaimed,
     SupportReleased,
     SupportReplied,
 )
 from gateway.clock import utc_now_iso
 from gateway.conversation.changes import Reply, ThreadAction
 from gateway.conversation.thread import ThreadState
+from gateway.errors import Conflict
 
 __all__ = [
     "ABNORMAL_PREFIXES",
+    "NothingToClaim",
+    "claim_action",
     "close_action",
     "close_event",
     "expire_handoff_action",
@@ -31,10 +35,14 @@ ABNORMAL_PREFIXES = ("error", "worker_lost")
 """Close reasons that make a session end abnormally (for the psychologist, a fact)."""
 
 
-def close_event(state: ThreadState, reason: str) -> SessionClosed | SessionClosedAbnormally:
+def close_event(
+    state: ThreadState, reason: str, by: str | None = None
+) -> SessionClosed | SessionClosedAbnormally:
     """``session.closed`` or, for an error or a lost worker, ``session.closed_abnormally``."""
-    kind = SessionClosedAbnormally if reason.startswith(ABNORMAL_PREFIXES) else SessionClosed
-    return kind(reason=reason, started_at=state.session_started_at or None, closed_at=utc_now_iso())
+    started, closed = state.session_started_at or None, utc_now_iso()
+    if reason.startswith(ABNORMAL_PREFIXES):
+        return SessionClosedAbnormally(reason=reason, started_at=started, closed_at=closed)
+    return SessionClosed(reason=reason, started_at=started, closed_at=closed, by=by)
 
 
 def _message(state: ThreadState, kind: str, text: str) -> Reply | None:
@@ -51,13 +59,18 @@ def _message(state: ThreadState, kind: str, text: str) -> Reply | None:
 
 
 def close_action(
-    state: ThreadState, reason: str, *, idle: bool = False, message: str = ""
+    state: ThreadState,
+    reason: str,
+    *,
+    idle: bool = False,
+    message: str = "",
+    by: str | None = None,
 ) -> ThreadAction:
     """Close the thread's open session (support close, idle timeout); ``message`` tells
-    the couple (``SUPPORT_CLOSE_MESSAGE``)."""
-    events: list[Payload] = [close_event(state, reason)]
+    the couple (``SUPPORT_CLOSE_MESSAGE``); ``by``: the person who closed it."""
+    events: list[Payload] = [close_event(state, reason, by)]
     if state.with_person:
-        events.insert(0, SupportReleased(reason=reason))
+        events.insert(0, SupportReleased(reason=reason, by=by))
     return ThreadAction(
         session_id=state.session_id,
         events=events,
@@ -71,12 +84,14 @@ def close_action(
     )
 
 
-def release_action(state: ThreadState, *, reason: str, message: str = "") -> ThreadAction:
+def release_action(
+    state: ThreadState, *, reason: str, message: str = "", by: str | None = None
+) -> ThreadAction:
     """Hand a thread that is with a person back to the bot; ``message`` tells the couple
-    (``SUPPORT_RELEASE_MESSAGE``)."""
+    (``SUPPORT_RELEASE_MESSAGE``); ``by``: the person who released it."""
     return ThreadAction(
         session_id=state.session_id,
-        events=[SupportReleased(reason=reason)],
+        events=[SupportReleased(reason=reason, by=by)],
         state=state.released().changes_from(state),
         require={"mode": "human", "handoff_requested_at": state.handoff_requested_at},
         handoff_open=False,
@@ -97,16 +112,47 @@ def expire_handoff_action(state: ThreadState, message: str) -> ThreadAction:
     )
 
 
-def support_reply_action(state: ThreadState, text: str, author: str) -> ThreadAction:
+class NothingToClaim(Conflict):
+    """The thread has no open handoff and no waiting request."""
+
+
+def claim_action(state: ThreadState, by: str) -> ThreadAction:
+    """``by`` takes the thread's open handoff or waiting request, exclusively: refused
+    (``require``) if anyone took it, or the request changed, since ``state`` was read.
+    A waiting request becomes a handoff that person holds (the bot goes silent)."""
+    if not (state.with_person or state.waiting_for_person):
+        raise NothingToClaim("no open handoff and no waiting request on this thread")
+    was_waiting = state.waiting_for_person
+    taken = state.taken(utc_now_iso(), by)
+    return ThreadAction(
+        session_id=state.session_id,
+        events=[SupportClaimed(by=by, request="waiting" if was_waiting else "open")],
+        state=taken.changes_from(state),
+        require={
+            "handoff_taken_at": "",
+            "handoff_taken_by": "",
+            "handoff_requested_at": state.handoff_requested_at,
+            "handoff_waiting_since": state.handoff_waiting_since,
+        },
+        handoff_open=True if was_waiting else None,
+        waiting_open=False if was_waiting else None,
+    )
+
+
+def support_reply_action(
+    state: ThreadState, text: str, author: str, *, exclusive: bool = False
+) -> ThreadAction:
     """A support person's message to the couple, delivered by the workers. Answering a
-    queued request for a person takes it: the thread is with that person from now on."""
+    queued request for a person takes it: the thread is with that person from now on.
+    ``exclusive``: refused if someone else took the thread since ``state`` was read."""
     reply_id = f"support-{uuid.uuid4().hex}"
-    taken = state.taken(utc_now_iso())
+    taken = state.taken(utc_now_iso(), author)
     was_waiting = state.waiting_for_person
     return ThreadAction(
         session_id=state.session_id,
         events=[SupportReplied(reply_id=reply_id, text=text, by=author)],
         state=taken.changes_from(state),
+        require={"handoff_taken_by": state.handoff_taken_by} if exclusive else {},
         handoff_open=True if was_waiting else None,
         waiting_open=False if was_waiting else None,
         reply=Reply(

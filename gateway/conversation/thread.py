@@ -50,6 +50,8 @@ class ThreadState:
     """The last ``router.continuity`` data, as JSON (route stickiness spec, "Telemetria")."""
     handoff_requested_at: str = ""
     handoff_taken_at: str = ""
+    handoff_taken_by: str = ""
+    """Who took it (a console agent's name, or the support API's ``author``)."""
     handoff_waiting_since: str = ""
     """A person was asked for while no one could take it: queued for support."""
     last_preempt: str = ""
@@ -145,6 +147,7 @@ class ThreadState:
             mode="bot",
             handoff_requested_at="",
             handoff_taken_at="",
+            handoff_taken_by="",
             handoff_waiting_since="",
             last_preempt="",
         )
@@ -166,12 +169,13 @@ class ThreadState:
             mode="human",
             handoff_requested_at=now,
             handoff_taken_at="",
+            handoff_taken_by="",
             handoff_waiting_since="",
         )
 
-    def taken(self, now: str) -> ThreadState:
-        """A person took the thread (their first action on it); taken stays taken. A queued
-        request becomes a handoff that person holds."""
+    def taken(self, now: str, by: str = "") -> ThreadState:
+        """A person (``by``) took the thread (their first action on it); taken stays taken.
+        A queued request becomes a handoff that person holds."""
         if self.handoff_taken_at:
             return self
         requested = self.handoff_requested_at or self.handoff_waiting_since or now
@@ -181,9 +185,10 @@ class ThreadState:
                 mode="human",
                 handoff_requested_at=requested,
                 handoff_taken_at=now,
+                handoff_taken_by=by,
                 handoff_waiting_since="",
             )
-        return replace(self, handoff_taken_at=now)
+        return replace(self, handoff_taken_at=now, handoff_taken_by=by)
 
     # --- outages --------------------------------------------------------------------
 
@@ -206,6 +211,7 @@ class ThreadState:
             mode="bot",
             handoff_requested_at="",
             handoff_taken_at="",
+            handoff_taken_by="",
             handoff_waiting_since="",
         )
 

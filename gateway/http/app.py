@@ -9,6 +9,7 @@ from typing import Any
 from aiohttp import web
 
 from gateway.bootstrap import Components, Role, bootstrap
+from gateway.http.console import create_console_app
 from gateway.http.errors import context_and_errors
 from gateway.http.feed import FEED, FeedHub
 from gateway.http.keys import COMPONENTS, METRICS, SETTINGS, STORE
@@ -72,7 +73,7 @@ def server_options(settings: Settings) -> dict[str, Any]:
 
 
 def create_app(settings: Settings, *, run_worker: bool = True) -> web.Application:
-    """The gateway: webhooks, the support API, health, metrics; the worker's jobs
+    """The gateway: webhooks, the support API and console, health, metrics; the worker's jobs
     in-process unless told not to."""
     max_body = max(settings.max_body_twilio, settings.max_body_meta)
     app = web.Application(middlewares=[context_and_errors], client_max_size=max_body)
@@ -102,6 +103,7 @@ def create_app(settings: Settings, *, run_worker: bool = True) -> web.Applicatio
     app.on_shutdown.append(end_feeds)
     app.router.add_routes(webhook_routes)
     app.add_subapp("/support/", create_support_app())
+    app.add_subapp("/console/", create_console_app())
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics)

@@ -17,10 +17,13 @@ from channels import ChannelError
 from gateway.errors import (
     BadRequest,
     Conflict,
+    Forbidden,
     GatewayError,
     NotFound,
     PayloadTooLarge,
     RequestTimeout,
+    TooManyRequests,
+    Unauthorized,
     Unavailable,
 )
 
@@ -31,15 +34,19 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 STATUS: Final[dict[type[Exception], int]] = {
     BadRequest: 400,
+    Unauthorized: 401,
+    Forbidden: 403,
     NotFound: 404,
     Conflict: 409,
     InvalidTransition: 409,
     RequestTimeout: 408,
     PayloadTooLarge: 413,
+    TooManyRequests: 429,
     Unavailable: 503,
 }
 """Error type → status; a subclass takes its nearest listed ancestor's status. A channel
-error carries its own (``ChannelError.http_status``: 403 signature, 400 malformed, …)."""
+error carries its own (``ChannelError.http_status``: 403 signature, 400 malformed, …); an
+error with ``headers`` (``TooManyRequests``: ``Retry-After``) adds them to the answer."""
 
 _ROOTS: Final = (GatewayError, ChannelError, AgentError)
 _UNSAFE: Final = re.compile(r"[^A-Za-z0-9._:-]")
@@ -78,5 +85,6 @@ async def context_and_errors(request: web.Request, handler: Handler) -> web.Stre
         else:
             log.info("http.error", status=status, error=message, path=request.path)
         response = error_response(status, message)
+        response.headers.update(getattr(exc, "headers", None) or {})
     response.headers["X-Request-Id"] = request_id
     return response

@@ -23,7 +23,17 @@ from gateway.http.insights import routes as insights_routes
 from gateway.http.keys import COMPONENTS, SETTINGS, STORE
 from gateway.store import Store
 
-__all__ = ["create_support_app"]
+__all__ = [
+    "check_window",
+    "close_thread",
+    "create_support_app",
+    "handoff_queue",
+    "parse_body",
+    "release_thread",
+    "reply",
+    "thread_state",
+    "window_closes_at",
+]
 
 log = structlog.get_logger("gateway.http.support")
 routes = web.RouteTableDef()
@@ -57,10 +67,15 @@ async def bearer_auth(request: web.Request, handler: Any) -> web.StreamResponse:
 
 @routes.get("/handoffs")
 async def handoffs(request: web.Request) -> web.Response:
+    return web.json_response({"handoffs": await handoff_queue(_store(request))})
+
+
+async def handoff_queue(store: Store) -> list[dict[str, Any]]:
     """Open handoffs and queued requests for a person, oldest first, with how long each has
     waited: ``status`` is ``waiting`` (asked while nobody could take it; the bot still
-    answers), ``open`` (the bot is silent, nobody took it yet) or ``taken``."""
-    threads = _store(request).threads
+    answers), ``open`` (the bot is silent, nobody took it yet) or ``taken`` (by
+    ``taken_by``). Shared by the support API and the console."""
+    threads = store.threads
     now = datetime.now(UTC)
     items: list[dict[str, Any]] = []
     for kind, found in (
@@ -80,21 +95,27 @@ async def handoffs(request: web.Request) -> web.Response:
                     "requested_at": asked,
                     "waited_seconds": round((now - parse_iso(asked)).total_seconds()),
                     "taken_at": state.handoff_taken_at or None,
+                    "taken_by": state.handoff_taken_by or None,
                     "session_id": state.session_id or None,
                     "channel": state.channel or None,
                     "last_user_at": state.last_user_at or None,
                 }
             )
     items.sort(key=lambda item: str(item["requested_at"]))
-    return web.json_response({"handoffs": items})
+    return items
 
 
 async def _thread(request: web.Request) -> tuple[str, ThreadState]:
     thread_id = request.match_info["thread_id"]
-    state = await _store(request).threads.state(thread_id)
+    return thread_id, await thread_state(_store(request), thread_id)
+
+
+async def thread_state(store: Store, thread_id: str) -> ThreadState:
+    """The thread's state; ``NotFound`` for a thread never seen."""
+    state = await store.threads.state(thread_id)
     if state is None:
         raise NotFound(f"unknown thread {thread_id!r}")
-    return thread_id, state
+    return state
 
 
 @routes.get("/threads/{thread_id}")
@@ -128,7 +149,7 @@ async def household_show(request: web.Request) -> web.Response:
 @routes.post("/households")
 async def household_link(request: web.Request) -> web.Response:
     """``{"numbers": ["+55…", "+55…"], "household": optional}``: one ledger for both."""
-    body = _parse(HouseholdLink, await request.read())
+    body = parse_body(HouseholdLink, await request.read())
     ledger = request.config_dict[COMPONENTS].ledger
     found = await link(ledger, body.numbers, body.household)
     log.info("support.household_linked", members=len(found.members))
@@ -144,7 +165,8 @@ async def household_unlink(request: web.Request) -> web.Response:
     return web.json_response({"left": left})
 
 
-def _parse(model: type[_Model], raw: bytes) -> _Model:
+def parse_body(model: type[_Model], raw: bytes) -> _Model:
+    """The JSON body as ``model``; ``BadRequest`` with the reasons."""
     try:
         return model.model_validate_json(raw)
     except ValidationError as exc:
@@ -159,44 +181,77 @@ class SupportMessage(BaseModel):
     author: str = Field("support", min_length=1, max_length=80)
 
 
+def window_closes_at(state: ThreadState) -> datetime | None:
+    """When WhatsApp's 24-hour customer-service window closes (None: the couple never
+    wrote): free-form messages only until then."""
+    return parse_iso(state.last_user_at) + WINDOW if state.last_user_at else None
+
+
+def check_window(state: ThreadState) -> None:
+    """``Conflict`` outside the 24-hour window."""
+    closes = window_closes_at(state)
+    if closes is None or datetime.now(UTC) > closes:
+        raise Conflict(
+            "outside WhatsApp's 24-hour customer-service window (the couple last wrote at "
+            f"{state.last_user_at or 'never'}): only approved templates may be sent now"
+        )
+
+
+async def reply(
+    store: Store, thread_id: str, state: ThreadState, text: str, by: str, *, exclusive: bool = False
+) -> list[str]:
+    """Queue a support message to the couple (inside the window); the event ids."""
+    check_window(state)
+    ids = await store.threads.act(
+        thread_id, support_reply_action(state, text, by, exclusive=exclusive)
+    )
+    log.info("support.reply_queued", by=by)
+    return ids
+
+
+async def release_thread(
+    request: web.Request, thread_id: str, state: ThreadState, by: str | None = None
+) -> list[str]:
+    """Back to the bot (``SUPPORT_RELEASE_MESSAGE`` tells the couple); the event ids."""
+    if not state.with_person:
+        raise Conflict("the thread is not with a person: nothing to release")
+    message = request.config_dict[SETTINGS].support_release_message
+    return await _store(request).threads.act(
+        thread_id, release_action(state, reason="support", message=message, by=by)
+    )
+
+
+async def close_thread(
+    request: web.Request, thread_id: str, state: ThreadState, by: str | None = None
+) -> list[str]:
+    """Close the open session (``SUPPORT_CLOSE_MESSAGE`` tells the couple); the event ids."""
+    if not state.session_id:
+        raise Conflict("the thread has no open session")
+    message = request.config_dict[SETTINGS].support_close_message
+    return await _store(request).threads.act(
+        thread_id, close_action(state, "support_closed", message=message, by=by)
+    )
+
+
 @routes.post("/threads/{thread_id}/messages")
 async def send_message(request: web.Request) -> web.Response:
     thread_id, state = await _thread(request)
-    body = _parse(SupportMessage, await request.read())
-    last_user = state.last_user_at
-    if not last_user or datetime.now(UTC) - datetime.fromisoformat(last_user) > WINDOW:
-        raise Conflict(
-            "outside WhatsApp's 24-hour customer-service window (the couple last wrote at "
-            f"{last_user or 'never'}): only approved templates may be sent now"
-        )
-    ids = await _store(request).threads.act(
-        thread_id, support_reply_action(state, body.text, body.author)
-    )
-    log.info("support.reply_queued", by=body.author)
+    body = parse_body(SupportMessage, await request.read())
+    ids = await reply(_store(request), thread_id, state, body.text, body.author)
     return web.json_response({"status": "queued", "event_ids": ids}, status=202)
 
 
 @routes.post("/threads/{thread_id}/release")
 async def release(request: web.Request) -> web.Response:
     thread_id, state = await _thread(request)
-    if not state.with_person:
-        raise Conflict("the thread is not with a person: nothing to release")
-    message = request.config_dict[SETTINGS].support_release_message
-    ids = await _store(request).threads.act(
-        thread_id, release_action(state, reason="support", message=message)
-    )
+    ids = await release_thread(request, thread_id, state)
     return web.json_response({"status": "released", "event_ids": ids})
 
 
 @routes.post("/threads/{thread_id}/close")
 async def close(request: web.Request) -> web.Response:
     thread_id, state = await _thread(request)
-    if not state.session_id:
-        raise Conflict("the thread has no open session")
-    message = request.config_dict[SETTINGS].support_close_message
-    ids = await _store(request).threads.act(
-        thread_id, close_action(state, "support_closed", message=message)
-    )
+    ids = await close_thread(request, thread_id, state)
     return web.json_response({"status": "closed", "event_ids": ids})
 
 

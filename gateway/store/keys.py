@@ -26,6 +26,19 @@ class Keys:
         self.insights = f"{prefix}:insights"  # zset: hypotheses of current analyses
         self.psychologist_attempts = f"{prefix}:psychologist:attempts"  # hash job → runs
         self.psychologist_stats = f"{prefix}:psychologist:stats"  # hash: completed, failed
+        self.console_agents = f"{prefix}:console:agents"  # hash agent key → JSON record
+
+    def console_session(self, digest: str) -> str:
+        """Hash, TTL: a console login (``digest``: SHA-256 of the cookie's token)."""
+        return f"{self.prefix}:console:session:{digest}"
+
+    def console_agent_sessions(self, agent_key: str) -> str:
+        """Set, TTL: the session digests of one agent (ended when the agent is removed)."""
+        return f"{self.prefix}:console:agent:{agent_key}:sessions"
+
+    def console_login_attempts(self, kind: str, who: str) -> str:
+        """String counter, TTL: login attempts in the window, per ``name`` or ``addr``."""
+        return f"{self.prefix}:console:login:{kind}:{who}"
 
     def thread(self, thread_id: str, name: str) -> str:
         """``inbox``, ``state``, ``history``, ``lease``, ``sched``, ``outbox``,

@@ -30,6 +30,7 @@ BOUNDED: dict[str, str] = {
     r"mel:t:\{[^}]+\}:sched": "string: set while the thread has work, deleted with it",
     r"mel:support:window": "string: open | closed",
     r"mel:psychologist:stats": "hash: two counters",
+    r"mel:console:agents": "hash: one entry per support agent, added by hand (CLI)",
     r"mel:ledger:\{[^}]+\}:.*": "the couple's ledger: their data, kept",
     r"mel:household-of:.*": "the couple's ledger: their data, kept",
 }

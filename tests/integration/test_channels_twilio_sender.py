@@ -1,10 +1,11 @@
-"""TwilioSender through the real twilio SDK against the fake Twilio REST API on loopback."""
+"""TwilioSender (a plain aiohttp POST) against the fake Twilio REST API on loopback."""
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 
 import pytest
 from aiohttp import web
@@ -322,3 +323,244 @@ async def test_mark_read_takes_the_receiving_number_and_does_nothing(
 ) -> None:
     await sender.mark_read("SM" + "0" * 32, typing=False, from_="whatsapp:+5511911112222")
     assert fake.requests == []
+
+
+# --------------------------------------------------------------------------- plain HTTP
+# The sender speaks HTTP itself (no SDK): what an answer other than Twilio's JSON becomes.
+
+MESSAGES_PATH = "/2010-04-01/Accounts/{sid}/Messages.json"
+
+
+class ScriptedTwilio:
+    """A Messages endpoint answering scripted ``(status, body, content_type)`` in turn
+    (then 201 with a sid), recording each request's headers and form."""
+
+    def __init__(self, *answers: tuple[int, bytes, str]) -> None:
+        self.answers = list(answers)
+        self.requests: list[dict[str, object]] = []
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.delay = 0.0
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            form = {key: str(value) for key, value in (await request.post()).items()}
+            self.requests.append({"path": request.path, "headers": request.headers, "form": form})
+            sid = f"SM{len(self.requests):032d}"
+            if self.delay:
+                await asyncio.sleep(self.delay)
+        finally:
+            self.in_flight -= 1
+        if not self.answers:
+            return web.json_response({"sid": sid, "status": "queued"}, status=201)
+        status, body, content_type = self.answers.pop(0)
+        headers = {"Location": request.path} if 300 <= status < 400 else None
+        return web.Response(status=status, body=body, content_type=content_type, headers=headers)
+
+
+@pytest.fixture
+async def scripted(
+    aiohttp_server: AiohttpServer,
+) -> AsyncIterator[tuple[ScriptedTwilio, TwilioSender]]:
+    script = ScriptedTwilio()
+    app = web.Application()
+    app.router.add_post(MESSAGES_PATH.format(sid="{account_sid}"), script.handle)
+    server = await aiohttp_server(app)
+    sender = TwilioSender(
+        "AC" + "1" * 32, "token", BUSINESS, api_base_url=str(server.make_url("")).rstrip("/")
+    )
+    yield script, sender
+    await sender.close()
+
+
+async def test_the_request_carries_basic_auth_and_names_mel_gateway(
+    scripted: tuple[ScriptedTwilio, TwilioSender],
+) -> None:
+    script, sender = scripted
+    await sender.send_text(USER, "oi")
+    [request] = script.requests
+    headers = request["headers"]
+    assert isinstance(headers, Mapping)
+    assert headers["Authorization"] == "Basic " + base64.b64encode(
+        b"AC" + b"1" * 32 + b":token"
+    ).decode("ascii")
+    assert "mel-gateway" in headers["User-Agent"]
+    assert "twilio-python" not in headers["User-Agent"]
+    assert headers["Accept"] == "application/json"
+    assert headers["Content-Type"] == "application/x-www-form-urlencoded"
+    assert request["path"] == MESSAGES_PATH.format(sid="AC" + "1" * 32)
+
+
+async def test_a_non_json_502_is_a_send_error_quoting_the_body(
+    scripted: tuple[ScriptedTwilio, TwilioSender],
+) -> None:
+    script, sender = scripted
+    page = b"<html><body><h1>502 Bad Gateway</h1>" + b"x" * 5000 + b"</body></html>"
+    script.answers.append((502, page, "text/html"))
+    with pytest.raises(SendError) as info:
+        await sender.send_text(USER, "oi")
+    error = info.value
+    assert not isinstance(error, OutsideWindowError)
+    assert (error.provider, error.code, error.status) == ("twilio", None, 502)
+    assert not error.retryable  # a proxy may have passed the create on: it may exist
+    assert error.reason.startswith("HTTP 502: ")
+    assert "502 Bad Gateway" in error.reason
+    assert len(error.reason) < 300  # an excerpt, not the whole page
+    assert error.sent_ids == ()
+    await asyncio.sleep(0.1)
+    assert len(script.requests) == 1  # never retried
+
+
+async def test_an_empty_error_body(scripted: tuple[ScriptedTwilio, TwilioSender]) -> None:
+    script, sender = scripted
+    script.answers.append((503, b"", "text/plain"))
+    with pytest.raises(SendError, match="HTTP 503") as info:
+        await sender.send_text(USER, "oi")
+    assert (info.value.code, info.value.status, info.value.retryable) == (None, 503, False)
+
+
+async def test_a_non_json_429_is_retryable(scripted: tuple[ScriptedTwilio, TwilioSender]) -> None:
+    script, sender = scripted
+    script.answers.append((429, b"Too Many Requests", "text/plain"))
+    with pytest.raises(SendError) as info:
+        await sender.send_text(USER, "oi")
+    assert info.value.retryable  # refused before acceptance: trying again cannot duplicate
+    assert (info.value.code, info.value.status) == (None, 429)
+    assert "Too Many Requests" in info.value.reason
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"status": "queued"}',
+        b'{"sid": null}',
+        b'{"sid": ""}',
+        b'{"sid": 123}',
+        b'["SM00000000000000000000000000000001"]',
+        b"queued",
+        b"",
+    ],
+)
+async def test_a_2xx_without_a_sid_is_a_send_error_keeping_the_parts_sent(
+    scripted: tuple[ScriptedTwilio, TwilioSender], body: bytes
+) -> None:
+    script, sender = scripted
+    script.answers.append((201, b'{"sid": "SM' + b"a" * 32 + b'"}', "application/json"))
+    script.answers.append((201, body, "application/json"))
+    with pytest.raises(SendError, match="without a message sid") as info:
+        await sender.send_text(USER, "Frase longa. " * 200)  # two parts
+    error = info.value
+    assert error.sent_ids == ("SM" + "a" * 32,)
+    assert (error.code, error.status) == (None, 201)
+    assert not error.retryable  # Twilio accepted something: a retry could duplicate it
+    assert len(script.requests) == 2
+
+
+async def test_the_sid_is_read_from_any_2xx(scripted: tuple[ScriptedTwilio, TwilioSender]) -> None:
+    script, sender = scripted
+    script.answers.append((200, b'{"sid": "SM' + b"b" * 32 + b'", "x": 1}', "application/json"))
+    result = await sender.send_text(USER, "oi")
+    assert result.provider_message_ids == ("SM" + "b" * 32,)
+
+
+async def test_an_rfc9457_error_body_is_mapped_like_twilios_legacy_one(
+    scripted: tuple[ScriptedTwilio, TwilioSender],
+) -> None:
+    script, sender = scripted
+    problem = (
+        b'{"type": "https://www.twilio.com/docs/errors/63016", "title": "Outside window",'
+        b' "status": 400, "code": 63016, "detail": "Failed to send freeform message"}'
+    )
+    script.answers.append((400, problem, "application/problem+json"))
+    with pytest.raises(OutsideWindowError) as info:
+        await sender.send_text(USER, "oi")
+    assert (info.value.code, info.value.status) == (63016, 400)
+    assert info.value.reason == "Failed to send freeform message"
+
+
+async def test_a_twilio_error_reason_has_no_sdk_prefix(
+    fake: FakeTwilioAPI, sender: TwilioSender
+) -> None:
+    fake.fail_next(status=400, code=21610, message="Attempt to send to unsubscribed recipient")
+    with pytest.raises(SendError) as info:
+        await sender.send_text(USER, "oi")
+    assert info.value.reason == "Attempt to send to unsubscribed recipient"
+    assert (info.value.code, info.value.status) == (21610, 400)
+
+
+async def test_a_redirect_is_not_followed(scripted: tuple[ScriptedTwilio, TwilioSender]) -> None:
+    script, sender = scripted
+    script.answers.append((307, b"", "text/plain"))  # to the same URL, which then answers 201
+    with pytest.raises(SendError) as info:
+        await sender.send_text(USER, "oi")
+    assert info.value.status == 307
+    assert not info.value.retryable
+    assert len(script.requests) == 1
+
+
+async def test_a_dropped_connection_is_a_non_retryable_transport_error(
+    aiohttp_server: AiohttpServer,
+) -> None:
+    requests = 0
+
+    async def drop(request: web.Request) -> web.Response:
+        nonlocal requests
+        requests += 1
+        await request.read()
+        assert request.transport is not None
+        request.transport.close()  # after the create arrived: it may have been accepted
+        return web.Response()
+
+    app = web.Application()
+    app.router.add_post(MESSAGES_PATH.format(sid="{account_sid}"), drop)
+    server = await aiohttp_server(app)
+    sender = TwilioSender(
+        "AC" + "1" * 32, "token", BUSINESS, api_base_url=str(server.make_url("")).rstrip("/")
+    )
+    try:
+        with pytest.raises(SendError, match="transport error") as info:
+            await sender.send_text(USER, "oi")
+    finally:
+        await sender.close()
+    assert not info.value.retryable
+    await asyncio.sleep(0.1)
+    assert requests == 1
+
+
+async def test_the_connection_pool_is_sized_by_max_connections(
+    aiohttp_server: AiohttpServer,
+) -> None:
+    script = ScriptedTwilio()
+    script.delay = 0.1
+    app = web.Application()
+    app.router.add_post(MESSAGES_PATH.format(sid="{account_sid}"), script.handle)
+    server = await aiohttp_server(app)
+    sender = TwilioSender(
+        "AC" + "1" * 32,
+        "token",
+        BUSINESS,
+        api_base_url=str(server.make_url("")).rstrip("/"),
+        max_connections=2,
+    )
+    try:
+        results = await asyncio.gather(*(sender.send_text(USER, f"m{i}") for i in range(6)))
+    finally:
+        await sender.close()
+    assert script.max_in_flight == 2
+    assert len({result.provider_message_ids for result in results}) == 6
+
+
+async def test_text_that_cannot_be_encoded_is_a_send_error_before_any_request(
+    fake: FakeTwilioAPI, sender: TwilioSender
+) -> None:
+    with pytest.raises(SendError, match="unexpected error") as info:
+        await sender.send_text(USER, "oi \ud800")  # a lone surrogate: not UTF-8
+    assert not info.value.retryable
+    assert fake.requests == []
+
+
+def test_credentials_that_basic_auth_cannot_carry_are_refused_up_front() -> None:
+    with pytest.raises(ValueError, match="latin-1"):
+        TwilioSender("AC" + "1" * 32, "token 😀", BUSINESS)
