@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 
-.PHONY: run chat test lint typecheck bench format clean chromium
+.PHONY: run chat test lint typecheck bench campaign format clean chromium
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -35,6 +35,9 @@ typecheck: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m bench
+
+campaign: $(STAMP)
+	$(BIN)/python -m bench.hardening_campaign
 
 clean:
 	rm -rf $(VENV) .mel .pytest_cache .mypy_cache .ruff_cache

@@ -385,18 +385,8 @@ def agent_event(result: TurnResult, msg: InboundMessage) -> AgentReplied | Agent
         }
         for profile, u in result.usage_by_profile.items()
     }
-    if result.outcome is Outcome.ERROR:
-        return AgentFailed(
-            in_reply_to=msg.provider_message_id,
-            outcome=result.outcome,
-            text=result.reply.content,
-            agent=result.state.active_agent,
-            route_decision=route,
-            tool_calls=tool_calls,
-            llm_calls=result.llm_calls,
-            usage=usage,
-        )
-    return AgentReplied(
+    event = AgentFailed if result.outcome is Outcome.ERROR else AgentReplied
+    return event(
         in_reply_to=msg.provider_message_id,
         outcome=result.outcome,
         text=result.reply.content,

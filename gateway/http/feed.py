@@ -16,9 +16,11 @@ import asyncio
 import contextlib
 import json
 import re
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+import orjson
 import structlog
 from aiohttp import web
 
@@ -34,6 +36,7 @@ log = structlog.get_logger("gateway.http.feed")
 HEARTBEAT_SECONDS = 15.0
 _EVENT_ID = re.compile(r"\d{1,20}-\d{1,20}")
 _CATCH_UP_PAGE = 200
+_FRAMES_KEPT = 2048
 
 
 class FeedFull(Unavailable):
@@ -72,6 +75,23 @@ class FeedHub:
         self._reader: asyncio.Task[None] | None = None
         self._started = asyncio.Event()
         self._closed = False
+        self._frames: OrderedDict[str, bytes] = OrderedDict()
+
+    def frame(self, env: dict[str, Any]) -> bytes:
+        """The event as an SSE frame, encoded once for every viewer (the last
+        ``_FRAMES_KEPT`` are kept: a live batch and the pages of catching up)."""
+        frame = self._frames.get(env["id"])
+        if frame is None:
+            data = orjson.dumps(env)
+            frame = b"id: %s\nevent: %s\ndata: %s\n\n" % (
+                env["id"].encode(),
+                env["type"].encode(),
+                data,
+            )
+            self._frames[env["id"]] = frame
+            if len(self._frames) > _FRAMES_KEPT:
+                self._frames.popitem(last=False)
+        return frame
 
     @property
     def open_streams(self) -> int:
@@ -164,7 +184,7 @@ async def events(request: web.Request) -> web.StreamResponse:
             }
         )
         await response.prepare(request)
-        stream = _Stream(request, response, patterns, thread)
+        stream = _Stream(request, response, patterns, thread, hub.frame)
         with contextlib.suppress(ConnectionError):
             await response.write(b": mel support feed\n\n")
             if cursor is not None:
@@ -186,11 +206,13 @@ class _Stream:
         response: web.StreamResponse,
         patterns: list[str],
         thread: Callable[[str], bool] | None,
+        frame: Callable[[dict[str, Any]], bytes],
     ) -> None:
         self.request = request
         self.response = response
         self.patterns = patterns
         self.thread = thread
+        self.frame = frame
 
     async def send(self, batch: list[dict[str, Any]], after: str | None) -> str | None:
         """Write the batch's matching events newer than ``after``; the new position."""
@@ -200,8 +222,7 @@ class _Stream:
                 continue
             after = env["id"]
             if _matches(env, self.patterns, self.thread):
-                data = json.dumps(env, ensure_ascii=False)
-                out.append(f"id: {env['id']}\nevent: {env['type']}\ndata: {data}\n\n".encode())
+                out.append(self.frame(env))
         if out:
             await self.response.write(b"".join(out))
         return after

@@ -6,6 +6,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+import orjson
+
 __all__ = ["as_str", "dumps", "pairs"]
 
 
@@ -24,4 +26,9 @@ def pairs(flat: Sequence[Any]) -> dict[str, str]:
 
 
 def dumps(data: Any) -> str:
-    return json.dumps(data, ensure_ascii=False)
+    """Compact JSON text (orjson; the standard library for what it refuses, such as an
+    integer over 64 bits)."""
+    try:
+        return orjson.dumps(data).decode()
+    except TypeError:
+        return json.dumps(data, ensure_ascii=False, separators=(",", ":"))

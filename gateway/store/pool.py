@@ -38,8 +38,8 @@ class MeteredPool(aioredis.BlockingConnectionPool):
         self.exhausted = 0
 
     async def get_connection(self, *args: Any, **kwargs: Any) -> Any:
-        if self.can_get_connection():
-            return await super().get_connection(*args, **kwargs)  # type: ignore[no-untyped-call]
+        if self.can_get_connection():  # no wait: skip the condition and its timer
+            return await aioredis.ConnectionPool.get_connection(self)  # type: ignore[no-untyped-call]
         started = time.monotonic()
         try:
             return await super().get_connection(*args, **kwargs)  # type: ignore[no-untyped-call]

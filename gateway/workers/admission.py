@@ -42,6 +42,7 @@ class Admission(PeriodicJob):
         """Webhook deliveries being taken in this process right now."""
         self._quiet = asyncio.Event()
         self._quiet.set()
+        self._queue = asyncio.Lock()  # held turns pass one by one (FIFO)
 
     async def tick(self) -> None:
         now = time.monotonic()
@@ -54,15 +55,22 @@ class Admission(PeriodicJob):
             self._open.set()
 
     async def admit(self) -> None:
-        """Return at once while the loop keeps time and no delivery is being taken;
-        otherwise once both hold again."""
-        if self._open.is_set() and self._quiet.is_set():
+        """Return at once while the loop keeps time, no delivery is being taken and no
+        turn is queued; otherwise once both hold again, one turn at a time: each held turn
+        passes a full turn of the event loop after the one before, so deliveries that
+        arrive meanwhile close the gate again (no herd of turns let loose at once)."""
+        if self._passable() and not self._queue.locked():
             return
         self.pauses += 1
         started = time.monotonic()
-        while not (self._open.is_set() and self._quiet.is_set()):
-            await (self._quiet if self._open.is_set() else self._open).wait()
+        async with self._queue:
+            while not self._passable():
+                await (self._quiet if self._open.is_set() else self._open).wait()
+            await asyncio.sleep(0)
         self.paused_seconds += time.monotonic() - started
+
+    def _passable(self) -> bool:
+        return self._open.is_set() and self._quiet.is_set()
 
     @contextlib.contextmanager
     def acknowledging_one(self) -> Iterator[None]:

@@ -165,7 +165,9 @@ class TurnWorker(StreamConsumer):
                 continue
             if not ok:
                 log.warning("worker.lease_expired")
-                if owner is not None:
+                # a reply on the wire is never cut: the send finishes and records what the
+                # provider did; the owner then finds the lease gone (or takes it again)
+                if owner is not None and not self.spare(owner):
                     owner.cancel()
                 return
 

@@ -6,6 +6,7 @@ import asyncio
 import uuid
 from typing import Any
 
+from gateway.http.keys import COMPONENTS
 from guard import GUARD_RESPONSE_FRUSTRATED, GUARD_RESPONSE_HUMAN_REQUEST, GUARD_RESPONSE_LOOP
 from tests.e2e.conftest import BUSINESS, Gateway, agent_calls
 from tests.fakes.graph_api import FakeGraphAPI
@@ -210,3 +211,24 @@ async def test_no_llm_configured_gives_the_unavailable_reply(
     await gw.twilio("qual o total do mês?")
     sent = await fake_twilio.wait_for_messages(1)
     assert sent[0]["Body"] == ASSISTANT_UNAVAILABLE
+
+
+async def test_a_lease_lost_mid_send_lets_the_send_finish_and_record_what_happened(
+    start_gateway: Any, fake_twilio: FakeTwilioAPI
+) -> None:
+    """A paused event loop can outlive the thread's lease while a reply is on the wire:
+    the send must not be cut (the provider has it), and its outcome is recorded."""
+    gw: Gateway = await start_gateway(mel_claim_idle_seconds=1.0)
+    worker = gw.server.app[COMPONENTS].worker
+    renew = worker.threads.renew
+
+    async def expired_while_sending(*args: Any, **kwargs: Any) -> bool:
+        return False if worker._sending else await renew(*args, **kwargs)
+
+    worker.threads.renew = expired_while_sending  # type: ignore[method-assign]
+    fake_twilio.delay = 1.0  # the send outlasts a renewal (every ⅓ of the lease)
+    assert (await gw.twilio("quanto gastei esse mês?")).status == 200
+    await gw.wait_events("message.sent", 1, timeout=20)
+    await asyncio.sleep(2.5)  # time for a reclaim that would call it uncertain
+    assert len(fake_twilio.messages) == 1
+    assert await gw.events("message.failed") == []

@@ -105,3 +105,24 @@ async def test_no_turn_starts_while_a_delivery_is_being_acknowledged() -> None:
         assert not waiting.done()
     await asyncio.wait_for(waiting, 1)
     assert lag.pauses == 1
+
+
+async def test_held_turns_pass_one_by_one_so_a_new_delivery_stops_the_rest() -> None:
+    lag = Admission(limit=1.0)
+    passed: list[int] = []
+
+    async def turn(n: int) -> None:
+        await lag.admit()
+        passed.append(n)
+
+    with lag.acknowledging_one():
+        turns = [asyncio.create_task(turn(n)) for n in range(5)]
+        await asyncio.sleep(0.01)
+        assert passed == []
+    while not passed:  # the gate opens: the first held turn goes
+        await asyncio.sleep(0)
+    with lag.acknowledging_one():  # a delivery arrives right behind it
+        await asyncio.sleep(0.02)
+        assert len(passed) <= 2  # not the whole herd at once
+    await asyncio.wait_for(asyncio.gather(*turns), 1)
+    assert passed == [0, 1, 2, 3, 4]  # in the order they came
