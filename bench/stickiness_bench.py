@@ -415,7 +415,7 @@ def _record(
         index=index,
         text=said,
         outcome=result.outcome,
-        method=str((result.route_decision or {}).get("method", "-")),
+        method=result.route_decision.method if result.route_decision is not None else "-",
         bypassed=result.route_bypassed,
         calls=calls,
         call_ms=call_ms,
