@@ -46,6 +46,7 @@ from guard._responses import (
     GUARD_RESPONSE_HUMAN_REQUEST,
     GUARD_RESPONSE_LOOP,
 )
+from guard._signals import FRUSTRATION, TRIGGER_EMOJI
 from guard._text import clip, normalized_words
 from guard._typos import MAX_WORDS as TYPO_MAX_WORDS
 from guard._typos import MEL_WORDS, fix_typos
@@ -97,6 +98,8 @@ _PASS: Final = GuardVerdict(preempt=False)
 # Words some frustration or human-request rule needs: a message with none of them (and no
 # emoji, no "!!!") can only be a loop.
 _KEY_WORDS: Final = ANY_KEYS | KEYS
+# Emoji some frustration rule or the weak signals look at.
+_EMOJI: Final = EMOJI | TRIGGER_EMOJI
 _FRUSTRATED: Final = GuardVerdict(True, "frustrated", GUARD_RESPONSE_FRUSTRATED)
 _HUMAN_REQUEST: Final = GuardVerdict(True, "human-request", GUARD_RESPONSE_HUMAN_REQUEST)
 _LOOP: Final = GuardVerdict(True, "loop", GUARD_RESPONSE_LOOP)
@@ -186,10 +189,12 @@ class ConversationGuard:
         if (
             _KEY_WORDS.isdisjoint(words)
             and raw.count("!") < 3
-            and (raw.isascii() or EMOJI.isdisjoint(raw))
+            and (raw.isascii() or _EMOJI.isdisjoint(raw))
+            and (FRUSTRATION.quiet(words) or FRUSTRATION.bound(words, raw) < FRUSTRATION.threshold)
         ):
             # no word, emoji or shouting any detector looks at: only a loop is possible
-            if loop_on and len(texts) == 3 and is_loop(" ".join(words), texts[1], texts[2]):
+            asks = "?" in raw
+            if loop_on and len(texts) == 3 and is_loop(" ".join(words), texts[1], texts[2], asks):
                 return _LOOP
             return _PASS
         message = Message(raw, words)
@@ -202,8 +207,8 @@ class ConversationGuard:
             frustrated = len(texts) > 1 and repeats(message.text, texts[1])
         if frustrated:
             return _FRUSTRATED
-        if wants_human(message.text, message.tokens):
+        if message.asks_for_person(wants_human):
             return _HUMAN_REQUEST
-        if loop_on and len(texts) == 3 and is_loop(message.text, texts[1], texts[2]):
+        if loop_on and len(texts) == 3 and is_loop(message.text, texts[1], texts[2], "?" in raw):
             return _LOOP
         return _PASS

@@ -28,6 +28,7 @@ from collections.abc import Collection
 from typing import Final
 
 from guard._lexicon import Pattern, Rules, Terms, patterns
+from guard._signals import HUMAN, plain_score
 
 __all__ = ["wants_human"]
 
@@ -62,4 +63,8 @@ def wants_human(text: str, tokens: Collection[str]) -> bool:
         tokens = text.split()
     if _RULES.search(text, tokens, ""):
         return True
-    return not BARE_KEYS.isdisjoint(tokens) and BARE.fullmatch(text) is not None
+    if not BARE_KEYS.isdisjoint(tokens) and BARE.fullmatch(text) is not None:
+        return True
+    # no pattern: who is asked for, how, by what line and whose (see ``_signals``)
+    words = tokens if isinstance(tokens, list) else text.split()
+    return plain_score(HUMAN, words) >= HUMAN.threshold

@@ -357,11 +357,12 @@ def _linked(a: Meaning, b: Meaning) -> bool:
     return not (a.follow_up or b.follow_up or _conflict(a, b))
 
 
-def is_loop(last: str, previous: str, before: str) -> bool:
+def is_loop(last: str, previous: str, before: str, asks: bool = False) -> bool:
     """Whether the last three user messages are pairwise similar.
 
     ``last`` is already normalised; ``previous`` and ``before`` are the raw texts of the
-    two user messages before it, normalised only if the comparison gets that far.
+    two user messages before it, normalised only if the comparison gets that far. ``asks``
+    says that the last message is a question.
     """
     m_last = meaning(last)
     if not m_last.content:
@@ -380,7 +381,17 @@ def is_loop(last: str, previous: str, before: str) -> bool:
     previous_before = similar(m_previous, m_before)
     last_before = similar(m_last, m_before)
     if last_previous + previous_before + last_before < 2:
-        return False
+        # the couple already asked the same thing twice, and now asks again in words the
+        # lexicon has no topic for ("tem folga no mês?" after two questions about what is
+        # left): a question about no known topic that conflicts with neither is the same
+        # one (one that names another topic is another question)
+        return (
+            asks
+            and previous_before
+            and not m_last.topics
+            and _linked(m_last, m_previous)
+            and _linked(m_last, m_before)
+        )
     if not last_previous:
         return True  # linked, checked above
     if not previous_before:
