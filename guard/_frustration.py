@@ -35,6 +35,16 @@ Before step 3, ``neutralise`` removes uses that are not outbursts: the object "l
 ("taxa do lixo"), "saco de ...", intensifiers ("caro pra caralho"), self-criticism ("fui
 burro de parcelar") and complaints whose subject is someone else ("meu marido não entende
 nada de investimento").
+
+5. When no rule says yes, the message is read as weak hints and scored (``_signals``,
+   lexicon.toml [signals.*] and [score.frustration]): a judgement word in any inflection,
+   a capability denied, giving up, paying for nothing, a rival, an eye-roll ... each adds
+   a hand-set weight, a word pointing at mel adds, thanks, hedging and ``elsewhere`` take
+   off. Phrase lists only catch the phrasings someone wrote down; the score catches the
+   combinations ("fiquei arretado com tu, apagou minha meta", "tô rindo pra não chorar com
+   esse aplicativo"). With a request for a person in the message it needs a higher score
+   (spec 023's priority is for real anger, not a polite request that mentions a
+   difficulty).
 """
 
 from __future__ import annotations

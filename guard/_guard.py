@@ -27,8 +27,10 @@ caps heuristic counts only with "!!!": "BOA NOITE, GOSTARIA DE FALAR COM UM ATEN
 a request); swearing or negative words about something other than mel ("pqp, a enel me
 cobrou 412, registra na luz", "taxa do lixo") are not frustration; asking whether mel is a
 person or a robot is a human request; and loops are compared by meaning — see
-``_frustration``, ``_human`` and ``_loop``. Every word list, phrase pattern and synonym
-group is in ``guard/lexicon.toml``.
+``_frustration``, ``_human`` and ``_loop``. Frustration and requests for a person are
+also read as weak hints with hand-set weights (``_signals``), for the phrasings no pattern
+names. Every word list, phrase pattern, synonym group and weight is in
+``guard/lexicon.toml``.
 """
 
 from __future__ import annotations

@@ -19,6 +19,14 @@ claro", "alguém do banco"), and the talking must not be someone else's or a pla
 falar com", "falei com", "meu marido falar com"), nor a story ("fui atendido por uma
 pessoa no banco") nor a company's SMS pasted in ("Em caso de dúvida ligue para o SAC
 0800"). "humano erra" is a statement, "sou humano" the user speaking of themselves.
+
+When no pattern matches, the request is also read compositionally (``_signals``,
+lexicon.toml [score.human]): who is asked for (staff: atendente, suporte, humano; a person:
+alguém, moça, responsável), how (a request, a handover, a way of contact) within a few
+words of it, by what line (telefone, 0800, whatsapp), and whose (mel's side: "de vcs", "do
+suporte"; someone else's: "do banco", "meu gerente", "da claro"), with stories ("liguei",
+"fui atendido") counting against: "seria possível que alguma moça do atendimento me
+telefonasse?" is a request no pattern spelled out.
 """
 
 from __future__ import annotations

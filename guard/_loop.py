@@ -32,8 +32,11 @@ conflicting kinds of question ("quanto foi a luz?" / "quando vence a luz?").
 The loop needs the caller's ``past_turns_without_tool_call >= 2`` and the last *three* user
 messages to be one question: at least two of the three pairs similar, and the third pair
 neither conflicting nor a follow-up (a rephrasing can share a word with each of the others
-and none with the third). The bot has already failed twice, so a same-topic test is safer
-than it looks; without the signal the detector stays off.
+and none with the third) — or the two earlier ones similar and the last a question (it
+has "?") about no topic the lexicon knows that conflicts with neither: the couple asking a
+third time in words no synonym group holds ("tem grana sobrando ainda?"). The bot has
+already failed twice, so a same-topic test is safer than it looks; without the signal the
+detector stays off.
 """
 
 from __future__ import annotations
