@@ -48,7 +48,7 @@ from guard._responses import (
     GUARD_RESPONSE_HUMAN_REQUEST,
     GUARD_RESPONSE_LOOP,
 )
-from guard._signals import FRUSTRATION, TRIGGER_EMOJI
+from guard._signals import FRUSTRATION, HUMAN, TRIGGER_EMOJI
 from guard._text import clip, normalized_words
 from guard._typos import MAX_WORDS as TYPO_MAX_WORDS
 from guard._typos import MEL_WORDS, fix_typos
@@ -193,6 +193,7 @@ class ConversationGuard:
             and raw.count("!") < 3
             and (raw.isascii() or _EMOJI.isdisjoint(raw))
             and (FRUSTRATION.quiet(words) or FRUSTRATION.bound(words, raw) < FRUSTRATION.threshold)
+            and (HUMAN.quiet(words) or HUMAN.bound(words, "") < HUMAN.threshold)
         ):
             # no word, emoji or shouting any detector looks at: only a loop is possible
             asks = "?" in raw

@@ -63,7 +63,8 @@ BARE_KEYS: Final = Terms.at("human.bare.request").keys
 def wants_human(text: str, tokens: Collection[str]) -> bool:
     """Whether the normalised ``text`` (whose words are ``tokens``) asks for a human."""
     if KEYS.isdisjoint(tokens):
-        return False
+        words = tokens if isinstance(tokens, list) else text.split()
+        return not HUMAN.quiet(words) and plain_score(HUMAN, words) >= HUMAN.threshold
     if not NOT_REQUEST_KEYS.isdisjoint(tokens):
         for pattern in NOT_REQUESTS:
             if not pattern.keys.isdisjoint(tokens):

@@ -126,6 +126,8 @@ def _fix(word: str) -> str:
 
 def fix_typos(words: list[str]) -> list[str]:
     """``words`` with each unknown word of 4+ letters one typo from a [typos] word fixed."""
+    if KNOWN.issuperset(words):  # the common case: every word is one the lexicon knows
+        return words
     return [
         _fix(word) if len(word) >= 4 and word not in KNOWN and not word.isdigit() else word
         for word in words
