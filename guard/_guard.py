@@ -49,7 +49,7 @@ from guard._responses import (
     GUARD_RESPONSE_LOOP,
 )
 from guard._signals import FRUSTRATION, HUMAN, TRIGGER_EMOJI
-from guard._text import clip, normalized_words
+from guard._text import MAX_CHARS, clip, normalized_words
 from guard._typos import MAX_WORDS as TYPO_MAX_WORDS
 from guard._typos import MEL_WORDS, fix_typos
 
@@ -100,6 +100,10 @@ _PASS: Final = GuardVerdict(preempt=False)
 # Words some frustration or human-request rule needs: a message with none of them (and no
 # emoji, no "!!!") can only be a loop.
 _KEY_WORDS: Final = ANY_KEYS | KEYS
+_F_QUIET: Final = FRUSTRATION.quiet_words
+_H_QUIET: Final = HUMAN.quiet_words
+_F_THRESHOLD: Final = FRUSTRATION.threshold
+_H_THRESHOLD: Final = HUMAN.threshold
 # Emoji some frustration rule or the weak signals look at.
 _EMOJI: Final = EMOJI | TRIGGER_EMOJI
 _FRUSTRATED: Final = GuardVerdict(True, "frustrated", GUARD_RESPONSE_FRUSTRATED)
@@ -154,6 +158,12 @@ def _last_user_texts_fast(messages: Sequence[MessageLike], limit: int) -> list[s
     careful walk."""
     texts: list[str] = []
     try:
+        if limit == 1:  # the common case: the conversation ends with the user's message
+            last = messages[-1]
+            if last.role == "user":
+                content = last.content
+                if type(content) is str:
+                    return [content]
         for message in reversed(messages):
             if message.role == "user":
                 content = message.content
@@ -184,7 +194,9 @@ class ConversationGuard:
         texts = _last_user_texts_fast(messages, 3 if loop_on else 1)
         if not texts:
             return _PASS
-        raw = clip(texts[0])
+        raw = texts[0]
+        if len(raw) > MAX_CHARS:
+            raw = clip(raw)
         words = normalized_words(raw)
         if len(words) <= TYPO_MAX_WORDS or not MEL_WORDS.isdisjoint(words):
             words = fix_typos(words)  # "esse bot nao fucniona", "falr com atendnte"
@@ -192,8 +204,8 @@ class ConversationGuard:
             _KEY_WORDS.isdisjoint(words)
             and raw.count("!") < 3
             and (raw.isascii() or _EMOJI.isdisjoint(raw))
-            and (FRUSTRATION.quiet(words) or FRUSTRATION.bound(words, raw) < FRUSTRATION.threshold)
-            and (HUMAN.quiet(words) or HUMAN.bound(words, "") < HUMAN.threshold)
+            and (_F_QUIET.issuperset(words) or FRUSTRATION.bound(words, raw) < _F_THRESHOLD)
+            and (_H_QUIET.issuperset(words) or HUMAN.bound(words, "") < _H_THRESHOLD)
         ):
             # no word, emoji or shouting any detector looks at: only a loop is possible
             asks = "?" in raw

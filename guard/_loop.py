@@ -26,8 +26,11 @@ question. Conflicts: both name topics of one facet ([loop.facets]: categories, a
 money matters) and share none that is related ("e a luz?" / "e a água?"; but "nubank" and
 "fatura" are different facets); both name a period of the same kind with different values
 ("abril" / "maio"), unless one compares periods ("pior que o mês passado?"); both hold
-amounts that differ (a correction: "anota 50 de gasolina" / "foi 55"); both ask
-conflicting kinds of question ("quanto foi a luz?" / "quando vence a luz?").
+amounts that differ (a correction: "anota 50 de gasolina" / "foi 55"; "30 mil", "30k" and
+"30.000" are one amount); both ask conflicting kinds of question ("quanto foi a luz?" /
+"quando vence a luz?"); or they are one sentence with one word swapped for a word the
+lexicon does not tie to it ("gastos com pilates em maio" / "gastos com natação em maio":
+one template asked about two things).
 
 The loop needs the caller's ``past_turns_without_tool_call >= 2`` and the last *three* user
 messages to be one question: at least two of the three pairs similar, and the third pair
@@ -216,11 +219,35 @@ class Meaning:
     #: it starts like a follow-up ("e a água?"): the same question only if it shares what
     #: the question is about
     follow_up: bool = False
+    #: its words in order (for the same sentence with one thing swapped)
+    sequence: tuple[str, ...] = ()
 
     @property
     def content(self) -> bool:
         """Whether it says anything beyond a period (greetings, "ok", "kkk" do not)."""
         return bool(self.topics or self.generic or self.intents or self.amounts or self.stems)
+
+
+def _thousands(tokens: list[str], remaining: set[str]) -> set[str]:
+    """``remaining`` with amounts written in thousands read as one number: "30 000" (from
+    "30.000") and "30k" are 30000, like the spoken "30 mil"."""
+    out = set(remaining)
+    for index, token in enumerate(tokens):
+        if token[:-1].isdigit() and token[-1:] == "k" and token in out:
+            out.discard(token)
+            out.add(str(int(token[:-1]) * 1000))
+        elif (
+            token.isdigit()
+            and len(token) <= 3
+            and index + 1 < len(tokens)
+            and len(tokens[index + 1]) == 3
+            and tokens[index + 1].isdigit()
+            and token in out
+        ):
+            out.discard(token)
+            out.discard(tokens[index + 1])
+            out.add(token + tokens[index + 1])
+    return out
 
 
 def _meaning(text: str) -> Meaning:
@@ -246,6 +273,8 @@ def _meaning(text: str) -> Meaning:
             concepts.update(c for c in _WORDS.get(word, ()) if c[0] == _INTENT)
     stems: set[str] = set()
     amounts: set[str] = set()
+    if "k" in text or any(len(t) == 3 and t.isdigit() for t in tokens):
+        remaining = _thousands(tokens, remaining)
     for word in remaining:
         found = _WORDS.get(word)
         if found is not None:
@@ -277,6 +306,7 @@ def _meaning(text: str) -> Meaning:
         frozenset(stems),
         frozenset(tokens),
         f"{text} ".startswith(_FOLLOW_UP),
+        tuple(tokens),
     )
 
 
@@ -312,8 +342,25 @@ def _topics_conflict(a: frozenset[str], b: frozenset[str]) -> bool:
     return False
 
 
+def _swapped(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
+    """Whether two messages are one sentence with one content word swapped for a word the
+    lexicon does not tie to it ("gastos com pilates em maio" / "gastos com natação em
+    maio"): the same template asked about two things."""
+    if len(a) != len(b) or len(a) < 2 or (a[0] != b[0] and a[-1] != b[-1]):
+        return False  # (two words differ at least)
+    diffs = [(x, y) for x, y in zip(a, b, strict=True) if x != y]
+    if len(diffs) != 1:
+        return False
+    x, y = diffs[0]
+    if x in _STOP or y in _STOP or x.isdigit() or y.isdigit():
+        return False
+    return set(_WORDS.get(x, ())).isdisjoint(_WORDS.get(y, ()))
+
+
 def _conflict(a: Meaning, b: Meaning) -> bool:
     if a.topics and b.topics and a.topics != b.topics and _topics_conflict(a.topics, b.topics):
+        return True
+    if len(a.sequence) == len(b.sequence) and _swapped(a.sequence, b.sequence):
         return True
     if a.amounts and b.amounts and a.amounts != b.amounts:
         return True

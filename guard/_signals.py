@@ -33,8 +33,17 @@ The score is the sum of the weights of the hints present (each counted once, tho
 amount, a shop, a bank, another person — ``_frustration.ELSEWHERE``), that weighs against
 it, and the ``mood`` hints (anger, swearing, a judgement word) count only next to a word
 pointing at mel: "que raiva, o ifood errou meu pedido" is not about mel, "vc é incapaz de
-registrar um gasto simples" is. The guard asks the score only after its phrase rules said
-no (see ``_frustration``).
+registrar um gasto simples" is. Except when the other thing is what mel is compared with
+("nem meu tamagotchi era tão inútil"), or a value met with irony and no money of the
+couple's moving ("aham, claro, 80 mil em padaria esse mês. tá certíssima 🙄": mel's
+answer), or a value quoted back with a question at the start ("R$ 12 mil de mercado? 🙄").
+The guard asks the score only after its phrase rules said no (see ``_frustration``).
+
+A request for a person is scored the same way ([score.human]), the asking words counting
+only within ``near`` words of who or what is asked for (``anchor``/``anchored``).
+
+Speed: a score is read only when ``Score.bound`` — an upper bound from the words' cached
+bit masks, one set operation for a message of quiet words — can reach the threshold.
 """
 
 from __future__ import annotations
@@ -57,6 +66,7 @@ __all__ = [
     "read",
     "score",
     "signal_names",
+    "word_union",
 ]
 
 _STEM_MIN: Final = 3
@@ -80,7 +90,7 @@ _CAPABILITY: Final = _BIT.get("capability", 0)
 _NEGATIVE: Final = _BIT.get("negative", 0)
 _SELF: Final = _BIT.get("self", 0)
 _PERSON: Final = _BIT.get("person", 0) | _BIT.get("staff", 0)
-_OWNER: Final = frozenset(("meu", "minha", "meus", "minhas", "nosso", "nossa", "teu", "tua"))
+_OWNER: Final = frozenset(("meu", "minha", "meus", "minhas", "nosso", "nossa"))
 
 
 def signal_names() -> tuple[str, ...]:
@@ -124,7 +134,11 @@ def _load() -> tuple[dict[str, int], dict[str, int], frozenset[str], _Phrases]:
             # filed under its rarest word, as lexicon term lists are
             parts = term.split()
             rare = [w for w in parts if w not in _RANK and w not in common]
-            key = max(rare, key=len) if rare else max(parts, key=lambda w: _RANK.get(w, 99))
+            if rare:
+                key = max(rare, key=len)
+            else:  # all common: the last one the guard's own list does not rank
+                unranked = [w for w in parts if w not in _RANK]
+                key = unranked[-1] if unranked else max(parts, key=_RANK.__getitem__)
             phrases.setdefault(key, []).append((f" {term} ", bit))
     return words, stems, frozenset(never), {k: tuple(v) for k, v in phrases.items()}
 
@@ -216,6 +230,30 @@ def _number(path: str, value: object) -> float:
     return float(value)
 
 
+def word_union(words: list[str]) -> tuple[int, int]:
+    """The signals of all the words, and of the phrases filed under them (as bits): what an
+    upper bound of any score is made from (``Score.bound``). The last list asked about is
+    remembered (the two scores ask about one message's words in turn; the guard never
+    changes a list of words once made)."""
+    last = _LAST_UNION[0]
+    if last[0] is words:
+        return last[1]
+    get = _CACHE.get
+    union = phrases = 0
+    for word in words:
+        found = get(word)
+        if found is None:
+            found = mask_of(word)
+        union |= found
+        if found & _PHRASE_BIT:
+            phrases |= _PHRASE_BITS_OF[word]
+    _LAST_UNION[0] = (words, (union, phrases))
+    return union, phrases
+
+
+_LAST_UNION: list[tuple[object, tuple[int, int]]] = [(None, (0, 0))]
+
+
 def _loud_raw(raw: str) -> bool:
     """An emoji that can raise a score, or shouting."""
     return (
@@ -244,9 +282,13 @@ class Score:
         "aimed",
         "anchor",
         "anchored",
+        "compared",
+        "ironic",
         "mood",
         "mood_bits",
         "near",
+        "needs",
+        "quiet_words",
         "threshold",
         "trigger",
         "twice",
@@ -265,6 +307,8 @@ class Score:
         }
         lists = {}
         for field in (
+            "compared",
+            "ironic",
             "twice",
             "mood",
             "aimed",
@@ -273,6 +317,7 @@ class Score:
             "pair",
             "anchor",
             "anchored",
+            "needs",
         ):
             value = node.get(field, [])
             lists[field] = frozenset(strings(f"{path}.{field}", value))
@@ -290,7 +335,11 @@ class Score:
         self.mood: Final = lists["mood"]
         self.aimed: Final = lists["aimed"]
         self.with_failure: Final = lists["with_failure"]
+        self.compared: Final = lists["compared"]
+        self.ironic: Final = lists["ironic"]
         self.anchor: Final = tuple(sorted(lists["anchor"]))
+        #: at least one of these must be there (after anchoring) for any score
+        self.needs: Final = lists["needs"]
         self.anchored: Final = tuple(sorted(lists["anchored"]))
         self.mood_bits: Final = _bits([n for n in self.mood if n in _BIT], path)
         self.trigger: Final = _bits(sorted(lists["triggers"]), f"{path}.triggers")
@@ -306,15 +355,17 @@ class Score:
         self._phrase_keys: Final = frozenset(
             key for key, found in _PHRASES.items() if any(bit & self.trigger for _, bit in found)
         )
-        self._quiet: set[str] = set()
+        #: words known to be quiet (see ``bound``)
+        self.quiet_words: Final[set[str]] = set()
+        self._quiet = self.quiet_words
         self._bounds: dict[tuple[int, int], float] = {}
         self._short: Final = max(self.weights.get("short", 0.0), 0.0)
 
     def quiet(self, words: list[str]) -> bool:
         """Whether every word is known to be quiet (one set operation)."""
-        return self._quiet.issuperset(words)
+        return self.quiet_words.issuperset(words)
 
-    def bound(self, words: list[str], raw: str) -> float:
+    def bound(self, words: list[str], raw: str, union: tuple[int, int] | None = None) -> float:
         """An upper bound of the score, from the words' signals alone (their positions and
         neighbours ignored, every phrase filed under a word assumed present), or -1 when
         no word or phrase of a trigger signal is there (nor both signals of the pair) and
@@ -325,24 +376,14 @@ class Score:
         them) and loud ones, so that most messages cost one set operation."""
         quiet = self._quiet
         loud = [w for w in words if w not in quiet]
-        if not loud and not (raw and _loud_raw(raw)):
+        if not (loud and self._triggered(loud, words)) and not (raw and _loud_raw(raw)):
             return -1.0
-        if not self._triggered(loud, words) and not (raw and _loud_raw(raw)):
-            return -1.0
-        get = _CACHE.get
-        union = phrases = 0
-        for word in words:
-            found = get(word)
-            if found is None:
-                found = mask_of(word)
-            union |= found
-            if found & _PHRASE_BIT:
-                phrases |= _PHRASE_BITS_OF[word]
-        total = self._bounds.get((union, phrases))
+        key = word_union(words) if union is None else union
+        total = self._bounds.get(key)
         if total is None:
             if len(self._bounds) > _CACHE_LIMIT:
                 self._bounds.clear()
-            total = self._bounds[union, phrases] = self._word_bound(union, phrases)
+            total = self._bounds[key] = self._word_bound(*key)
         if raw:
             total += self._raw_bound(raw)
         if len(words) <= 3:
@@ -353,8 +394,11 @@ class Score:
         """Whether the words not known to be quiet bring a trigger (sorting new ones)."""
         union = 0
         keys: list[str] | None = None
+        get = _CACHE.get
         for word in loud:
-            found = mask_of(word)
+            found = get(word)
+            if found is None:
+                found = mask_of(word)
             if word in self._phrase_keys:
                 keys = [word] if keys is None else [*keys, word]
             elif not found & self._loud:
@@ -559,6 +603,12 @@ def score(
         # the amount is mel's answer, not something else the message is about
         counts["echo"] = 1
         return _total(scorer, counts, True), counts
+    if not scorer.compared.isdisjoint(counts) or (
+        not scorer.ironic.isdisjoint(counts) and "own" not in counts and "sarcasm" in counts
+    ):
+        # what mel is compared with ("nem meu tamagotchi era tão inútil"), or mel's answer
+        # met with irony ("aham, claro, 80 mil em padaria esse mês. tá certíssima 🙄")
+        return _total(scorer, counts, True), counts
     total = _total(scorer, counts, True)
     if total < scorer.threshold or not elsewhere():
         return total, counts
@@ -583,6 +633,8 @@ def plain_score(scorer: Score, words: list[str]) -> float:
         for name in scorer.anchored:
             if name in counts and not any(abs(i - j) <= near for i in at[name] for j in anchors):
                 del counts[name]
+    if scorer.needs and scorer.needs.isdisjoint(counts):
+        return -1.0  # nothing asked ("a equipe de vocês fez um ótimo trabalho")
     return _total(scorer, counts, True)
 
 

@@ -238,16 +238,22 @@ def normalize(text: str) -> str:
 
 def normalized_words(text: str) -> list[str]:
     """The words of ``normalize(text)``."""
-    out = clip(text).lower()
-    if not out.isascii():
+    out = (text if len(text) <= MAX_CHARS else clip(text)).lower()
+    if out.isascii():
+        data = out.encode("ascii")
+    else:
         for emoji, word in _EMOJI_WORDS:
             if emoji in out:
                 out = out.replace(emoji, f" {word} ")
-        out = unicodedata.normalize("NFKD", out).encode("ascii", "ignore").decode("ascii")
+        data = unicodedata.normalize("NFKD", out).encode("ascii", "ignore")
+        out = data.decode("ascii")
     # (the substring tests are written out: an `or` chain of `in` beats any loop or regex)
     if "." in out or "*" in out or "#" in out or "@" in out:
-        out = _uncensor(out)
-    words = out.encode("ascii").translate(_WORD_BYTES).decode("ascii").split()
+        uncensored = _uncensor(out)
+        if uncensored != out:
+            out = uncensored
+            data = out.encode("ascii")
+    words = data.translate(_WORD_BYTES).decode("ascii").split()
     if ("0" in out or "1" in out or "3" in out or "4" in out or "7" in out) and _LEET_HINT.search(
         out
     ) is not None:

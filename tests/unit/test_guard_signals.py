@@ -176,3 +176,23 @@ def test_a_third_rephrasing_in_unknown_words_is_the_same_question() -> None:
 )
 def test_another_topic_a_thanks_or_a_follow_up_is_not(texts: tuple[str, ...]) -> None:
     assert kind(*texts, past=2) is None
+
+
+def test_one_template_asked_about_different_things_is_not_a_loop() -> None:
+    texts = ("gastos com pilates em maio", "gastos com natação em maio", "gastos com kumon em maio")
+    assert kind(*texts, past=2) is None
+    synonyms = (
+        "quanto gastei no mercado",
+        "quanto gastei no supermercado",
+        "quanto gastei no assaí",
+    )
+    assert kind(*synonyms, past=2) == "loop"
+
+
+def test_amounts_in_thousands_are_one_value() -> None:
+    texts = (
+        "tem como colocar a meta do casamento em 30 mil",
+        "muda a meta do casamento pra 30k",
+        "meta casamento = 30.000",
+    )
+    assert kind(*texts, past=2) == "loop"
