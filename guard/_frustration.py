@@ -74,6 +74,8 @@ CHEER: Final = rules("frustration.cheer")
 IRONY: Final = Terms.at("frustration.sarcasm.irony")
 IRONY_EMOJI: Final = frozenset(string("frustration.sarcasm.irony_emoji"))
 MEL: Final = Terms.at("frustration.sarcasm.mel").words
+# Words for the partner: praise with a wink next to one of them is at the partner.
+PARTNER: Final = Terms.at("signals.partner.words").words
 ANGRY_EMOJI: Final = frozenset(string("frustration.emoji.angry"))
 CROSS_EMOJI: Final = frozenset(string("frustration.emoji.cross"))
 PRAISE_EMOJI: Final = frozenset(string("frustration.emoji.praise"))
@@ -237,6 +239,7 @@ def _by_rules(message: Message, wants_human: Callable[[str, Collection[str]], bo
         if (
             not PRAISE.keys.isdisjoint(tokens)
             and not MEL.isdisjoint(tokens)
+            and PARTNER.isdisjoint(tokens)  # "muito útil né amor 🙄": at the partner
             and (IRONY.search(padded, tokens) or (emoji and _has(raw, IRONY_EMOJI)))
             and PRAISE.search(padded, tokens)
         ):

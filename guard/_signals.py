@@ -479,6 +479,20 @@ def _failure_after(index: int, words: list[str], masks: list[int]) -> int:
     return -1
 
 
+def _theirs(words: list[str], index: int, last: int) -> bool:
+    """Whether the app/bot at ``index`` is someone else's: "o app do banco", or named so a
+    few words on ("que app horrível, o do detran")."""
+    if index < last - 1 and words[index + 1] in _OF:
+        return words[index + 2] not in _STILL_MEL
+    for at in range(index + 2, min(index + 4, last - 1)):
+        if words[at] in _THE and words[at + 1] in _OF and words[at + 2] not in _STILL_MEL:
+            return True
+    return False
+
+
+_THE: Final = frozenset(("o", "a", "os", "as"))
+
+
 def read(words: list[str], raw: str, mood: int, positions: bool = False) -> Reading:
     """The signals of a normalised message (``words``) and of its raw text; ``mood`` is the
     bit mask of the signals whose positions are wanted (``positions``: of every signal)."""
@@ -500,8 +514,8 @@ def read(words: list[str], raw: str, mood: int, positions: bool = False) -> Read
                 if phrase in padded:
                     mask |= bit
         if mask & _TARGET and word in _THEIRABLE:
-            if index < last - 1 and words[index + 1] in _OF and words[index + 2] not in _STILL_MEL:
-                mask &= ~_TARGET  # "o app do banco"
+            if _theirs(words, index, last):
+                mask &= ~_TARGET  # "o app do banco", "que app horrível o do detran"
                 counts["theirs"] = 1
             elif index and word in _PREDICATE and words[index - 1] in _A:
                 mask &= ~_TARGET  # "meu marido é um robô"
@@ -604,10 +618,13 @@ def score(
         counts["echo"] = 1
         return _total(scorer, counts, True), counts
     if not scorer.compared.isdisjoint(counts) or (
-        not scorer.ironic.isdisjoint(counts) and "own" not in counts and "sarcasm" in counts
+        "sarcasm" in counts
+        and ("own" not in counts or counts.get("irony", 0) > 1)
+        and not scorer.ironic.isdisjoint(counts)
     ):
         # what mel is compared with ("nem meu tamagotchi era tão inútil"), or mel's answer
-        # met with irony ("aham, claro, 80 mil em padaria esse mês. tá certíssima 🙄")
+        # met with irony ("aham, claro, 80 mil em padaria esse mês. tá certíssima 🙄"; "claro,
+        # porque eu gastei 9 mil de uber né": two winks are irony even about money)
         return _total(scorer, counts, True), counts
     total = _total(scorer, counts, True)
     if total < scorer.threshold or not elsewhere():
