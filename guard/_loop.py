@@ -352,8 +352,8 @@ def _swapped(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
     if len(diffs) != 1:
         return False
     x, y = diffs[0]
-    if x in _STOP or y in _STOP or x.isdigit() or y.isdigit():
-        return False
+    if x in _STOP or y in _STOP or x.isdigit() or y.isdigit() or x[:4] == y[:4]:
+        return False  # (a filler word, an amount, or one word inflected or mistyped)
     return set(_WORDS.get(x, ())).isdisjoint(_WORDS.get(y, ()))
 
 

@@ -66,7 +66,6 @@ __all__ = [
     "read",
     "score",
     "signal_names",
-    "word_union",
 ]
 
 _STEM_MIN: Final = 3
@@ -165,13 +164,22 @@ def _compute(word: str) -> int:
 
 
 def mask_of(word: str) -> int:
-    """The signals of one normalised word, as bits (cached)."""
+    """The signals of one normalised word, as bits (cached; a new word is also sorted into
+    each score's quiet words, see ``Score.bound``)."""
     found = _CACHE.get(word)
     if found is None:
         if len(_CACHE) > _CACHE_LIMIT:
             _CACHE.clear()
+            for score in _SCORES:
+                score.quiet_words.clear()
         found = _CACHE[word] = _compute(word)
+        for score in _SCORES:
+            score.sort(word, found)
     return found
+
+
+# every Score made, so that new words are sorted for each
+_SCORES: list[Score] = []
 
 
 def _bits(names: Sequence[str], where: str) -> int:
@@ -230,28 +238,30 @@ def _number(path: str, value: object) -> float:
     return float(value)
 
 
-def word_union(words: list[str]) -> tuple[int, int]:
-    """The signals of all the words, and of the phrases filed under them (as bits): what an
-    upper bound of any score is made from (``Score.bound``). The last list asked about is
-    remembered (the two scores ask about one message's words in turn; the guard never
-    changes a list of words once made)."""
-    last = _LAST_UNION[0]
+def _union(words: list[str]) -> tuple[int, int, tuple[str, ...]]:
+    """The signals of all the words, those of the phrases filed under them, and the words
+    that file phrases. The last list asked about is remembered: both scores ask about one
+    message's words in turn (the guard never changes a list of words once made)."""
+    last = _LAST[0]
     if last[0] is words:
         return last[1]
     get = _CACHE.get
     union = phrases = 0
+    filing: list[str] = []
     for word in words:
         found = get(word)
         if found is None:
-            found = mask_of(word)
+            found = mask_of(word)  # (sorts the new word into each score's quiet ones)
         union |= found
         if found & _PHRASE_BIT:
             phrases |= _PHRASE_BITS_OF[word]
-    _LAST_UNION[0] = (words, (union, phrases))
-    return union, phrases
+            filing.append(word)
+    result = (union, phrases, tuple(filing))
+    _LAST[0] = (words, result)
+    return result
 
 
-_LAST_UNION: list[tuple[object, tuple[int, int]]] = [(None, (0, 0))]
+_LAST: list[tuple[object, tuple[int, int, tuple[str, ...]]]] = [(None, (0, 0, ()))]
 
 
 def _loud_raw(raw: str) -> bool:
@@ -275,7 +285,6 @@ class Score:
         "_bounds",
         "_loud",
         "_pair",
-        "_pair_words",
         "_phrase_keys",
         "_quiet",
         "_short",
@@ -348,9 +357,6 @@ class Score:
             raise LexiconError(f"lexicon.toml: '{path}.pair' must name two signals")
         # the pair's first signal is loud, its second found by its words
         self._pair: Final = _bits(pair, path)
-        self._pair_words: Final = frozenset(
-            w for w, m in _WORDS.items() if pair and m & _BIT[pair[1]]
-        )
         self._loud: Final = self.trigger | (_BIT[pair[0]] if pair else 0)
         self._phrase_keys: Final = frozenset(
             key for key, found in _PHRASES.items() if any(bit & self.trigger for _, bit in found)
@@ -359,13 +365,20 @@ class Score:
         self.quiet_words: Final[set[str]] = set()
         self._quiet = self.quiet_words
         self._bounds: dict[tuple[int, int], float] = {}
+        _SCORES.append(self)
         self._short: Final = max(self.weights.get("short", 0.0), 0.0)
+
+    def sort(self, word: str, mask: int) -> None:
+        """File a word seen for the first time as quiet when it has no trigger signal, is
+        not the pair's first signal, and files no trigger phrase."""
+        if not mask & self._loud and word not in self._phrase_keys:
+            self._quiet.add(word)
 
     def quiet(self, words: list[str]) -> bool:
         """Whether every word is known to be quiet (one set operation)."""
         return self.quiet_words.issuperset(words)
 
-    def bound(self, words: list[str], raw: str, union: tuple[int, int] | None = None) -> float:
+    def bound(self, words: list[str], raw: str) -> float:
         """An upper bound of the score, from the words' signals alone (their positions and
         neighbours ignored, every phrase filed under a word assumed present), or -1 when
         no word or phrase of a trigger signal is there (nor both signals of the pair) and
@@ -375,48 +388,38 @@ class Score:
         Words are sorted once into quiet ones (no trigger, no trigger phrase filed under
         them) and loud ones, so that most messages cost one set operation."""
         quiet = self._quiet
-        loud = [w for w in words if w not in quiet]
-        if not (loud and self._triggered(loud, words)) and not (raw and _loud_raw(raw)):
+        if quiet.issuperset(words) and not (raw and _loud_raw(raw)):
             return -1.0
-        key = word_union(words) if union is None else union
-        total = self._bounds.get(key)
+        union, phrases, filing = _union(words)
+        if not (
+            union & self.trigger
+            or (self._pair and union & self._pair == self._pair)
+            or (filing and self._phrase_triggers(filing, words))
+            or (raw and _loud_raw(raw))
+        ):
+            return -1.0
+        total = self._bounds.get((union, phrases))
         if total is None:
             if len(self._bounds) > _CACHE_LIMIT:
                 self._bounds.clear()
-            total = self._bounds[key] = self._word_bound(*key)
+            total = self._bounds[union, phrases] = self._word_bound(union, phrases)
         if raw:
             total += self._raw_bound(raw)
         if len(words) <= 3:
             total += self._short
         return total
 
-    def _triggered(self, loud: list[str], words: list[str]) -> bool:
-        """Whether the words not known to be quiet bring a trigger (sorting new ones)."""
-        union = 0
-        keys: list[str] | None = None
-        get = _CACHE.get
-        for word in loud:
-            found = get(word)
-            if found is None:
-                found = mask_of(word)
-            if word in self._phrase_keys:
-                keys = [word] if keys is None else [*keys, word]
-            elif not found & self._loud:
-                if len(self._quiet) < _CACHE_LIMIT:
-                    self._quiet.add(word)
-                continue
-            union |= found
-        if union & self.trigger:
-            return True
-        if union & self._pair and not self._pair_words.isdisjoint(words):
-            return True
-        if keys is not None:
-            padded = f" {' '.join(words)} "
-            trigger = self.trigger
-            for key in keys:
-                for phrase, bit in _PHRASES[key]:
-                    if bit & trigger and phrase in padded:
-                        return True
+    def _phrase_triggers(self, filing: tuple[str, ...], words: list[str]) -> bool:
+        """Whether a phrase of a trigger signal filed under one of the words is there."""
+        keys = self._phrase_keys.intersection(filing)
+        if not keys:
+            return False
+        padded = f" {' '.join(words)} "
+        trigger = self.trigger
+        for key in keys:
+            for phrase, bit in _PHRASES[key]:
+                if bit & trigger and phrase in padded:
+                    return True
         return False
 
     def _raw_bound(self, raw: str) -> float:
