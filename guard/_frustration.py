@@ -35,6 +35,16 @@ Before step 3, ``neutralise`` removes uses that are not outbursts: the object "l
 ("taxa do lixo"), "saco de ...", intensifiers ("caro pra caralho"), self-criticism ("fui
 burro de parcelar") and complaints whose subject is someone else ("meu marido não entende
 nada de investimento").
+
+5. When no rule says yes, the message is read as weak hints and scored (``_signals``,
+   lexicon.toml [signals.*] and [score.frustration]): a judgement word in any inflection,
+   a capability denied, giving up, paying for nothing, a rival, an eye-roll ... each adds
+   a hand-set weight, a word pointing at mel adds, thanks, hedging and ``elsewhere`` take
+   off. Phrase lists only catch the phrasings someone wrote down; the score catches the
+   combinations ("fiquei arretado com tu, apagou minha meta", "tô rindo pra não chorar com
+   esse aplicativo"). With a request for a person in the message it needs a higher score
+   (spec 023's priority is for real anger, not a polite request that mentions a
+   difficulty).
 """
 
 from __future__ import annotations
@@ -45,6 +55,7 @@ from typing import Final
 
 from guard._data import string
 from guard._lexicon import Terms, rules, tokens_of
+from guard._signals import FRUSTRATION, score
 from guard._text import normalized_words
 from guard._typos import fix_typos
 
@@ -63,6 +74,8 @@ CHEER: Final = rules("frustration.cheer")
 IRONY: Final = Terms.at("frustration.sarcasm.irony")
 IRONY_EMOJI: Final = frozenset(string("frustration.sarcasm.irony_emoji"))
 MEL: Final = Terms.at("frustration.sarcasm.mel").words
+# Words for the partner: praise with a wink next to one of them is at the partner.
+PARTNER: Final = Terms.at("signals.partner.words").words
 ANGRY_EMOJI: Final = frozenset(string("frustration.emoji.angry"))
 CROSS_EMOJI: Final = frozenset(string("frustration.emoji.cross"))
 PRAISE_EMOJI: Final = frozenset(string("frustration.emoji.praise"))
@@ -73,6 +86,7 @@ EMOJI: Final = _OUTBURST_EMOJI | PRAISE_EMOJI | IRONY_EMOJI
 # one complaint ("o chatbot da vivo é inútil demais, vc me diz quanto foi a conta?").
 _CLAUSE_END: Final = re.compile(r"[,.;:!?\n]+")
 _CLAUSE_MARKS: Final = ",.;:!?\n"
+_SHORT: Final = max(FRUSTRATION.weights.get("short", 0.0), 0.0)
 
 # A message with none of these words can only be frustrated through emoji or capitals.
 # (Sarcasm needs a praise word or 👏 — the emoji are checked apart.)
@@ -91,6 +105,11 @@ def _has(raw: str, emoji: frozenset[str]) -> bool:
     return not emoji.isdisjoint(raw)
 
 
+def _opens(words: list[str]) -> bool:
+    """Whether a clause of at most two words only calls mel ("mel", "ô mel")."""
+    return len(words) <= 2 and not MEL.isdisjoint(words)
+
+
 def _directed(message: Message, text: str, tokens: list[str], padded: str) -> bool:
     """A negative word aimed at mel; one before the word for mel only within one clause of
     the raw message when the message is also about something else."""
@@ -102,11 +121,13 @@ def _directed(message: Message, text: str, tokens: list[str], padded: str) -> bo
     if not any(mark in raw for mark in _CLAUSE_MARKS) or not message.elsewhere():
         return True
     clauses: list[list[str]] = []
-    for part in _CLAUSE_END.split(raw):
-        words = normalized_words(part)
-        if clauses and len(words) <= 2:  # a vocative or a tag ("..., mel?", "..., né")
-            clauses[-1].extend(words)
-        elif words:
+    parts = [words for part in _CLAUSE_END.split(raw) if (words := normalized_words(part))]
+    for index, words in enumerate(parts):
+        if clauses and len(words) <= 2 and index == len(parts) - 1:
+            clauses[-1].extend(words)  # a closing vocative or tag ("..., mel?", "..., né")
+        elif clauses and len(clauses[-1]) <= 2 and index > 0 and _opens(parts[index - 1]):
+            clauses[-1].extend(words)  # an opening vocative ("mel, quanto temos ...")
+        else:
             clauses.append(words)
     for words in clauses:
         words = fix_typos(words)
@@ -122,7 +143,15 @@ def _directed(message: Message, text: str, tokens: list[str], padded: str) -> bo
 class Message:
     """The last user message, the ways the detectors look at it."""
 
-    __slots__ = ("_elsewhere", "padded", "raw", "text", "tokens")
+    __slots__ = (
+        "_elsewhere",
+        "_human",
+        "_kept",
+        "padded",
+        "raw",
+        "text",
+        "tokens",
+    )
 
     def __init__(self, raw: str, words: list[str]) -> None:
         self.raw: Final = raw
@@ -130,6 +159,23 @@ class Message:
         self.tokens: Final = words  # a list: the key sets' isdisjoint() takes any iterable
         self.padded: Final = f" {self.text} "
         self._elsewhere: bool | None = None
+        self._kept: list[str] | None = None
+        self._human: bool | None = None
+
+    def asks_for_person(self, wants_human: Callable[[str, Collection[str]], bool]) -> bool:
+        """``wants_human`` of this message (computed once)."""
+        if self._human is None:
+            self._human = wants_human(self.text, self.tokens)
+        return self._human
+
+    def kept(self) -> list[str]:
+        """Its words without the uses that are not outbursts (``NEUTRALISE``)."""
+        if self._kept is None:
+            words = self.tokens
+            if not NEUTRALISE.keys.isdisjoint(words):
+                words = NEUTRALISE.sub("  ", self.text, words).split()
+            self._kept = words
+        return self._kept
 
     def elsewhere(self) -> bool:
         """Whether it is (also) about something other than mel (computed once)."""
@@ -149,6 +195,30 @@ def is_frustrated(
     ``wants_human`` is the human-request detector, consulted only when an outburst needs
     tying to mel.
     """
+    verdict = _by_rules(message, wants_human)
+    if verdict:
+        return True
+    # no phrase rule: the weak signals' score (see ``_signals``)
+    # (before the rules have set words aside, all of them: those can only take signals off,
+    # and make a shorter message gain the weight of a short one)
+    known = message._kept
+    words, margin = (message.tokens, _SHORT) if known is None else (known, 0.0)
+    if FRUSTRATION.bound(words, message.raw) + margin < FRUSTRATION.threshold:
+        return verdict
+    kept = message.kept()
+    total, _ = score(FRUSTRATION, kept, message.raw, message.elsewhere)
+    if total < FRUSTRATION.threshold:
+        return verdict
+    # with a request for a person, only a higher score is frustration
+    return (
+        total >= FRUSTRATION.threshold + FRUSTRATION.with_request
+        or not message.asks_for_person(wants_human)
+        or verdict
+    )
+
+
+def _by_rules(message: Message, wants_human: Callable[[str, Collection[str]], bool]) -> bool | None:
+    """``is_frustrated`` by the phrase rules of lexicon.toml [frustration.*]."""
     raw, text, tokens, padded = message.raw, message.text, message.tokens, message.padded
     emoji = not raw.isascii() and not EMOJI.isdisjoint(raw)
     worded = not ANY_KEYS.isdisjoint(tokens)
@@ -159,6 +229,7 @@ def is_frustrated(
             # removed phrases leave a double space, which no pattern matches across
             cleaned = NEUTRALISE.sub("  ", text, tokens)
             kept, padded_kept = cleaned.split(), f" {cleaned} "
+        message._kept = kept
         if AT_YOU.search(cleaned, kept, padded_kept) or _directed(
             message, cleaned, kept, padded_kept
         ):
@@ -168,6 +239,7 @@ def is_frustrated(
         if (
             not PRAISE.keys.isdisjoint(tokens)
             and not MEL.isdisjoint(tokens)
+            and PARTNER.isdisjoint(tokens)  # "muito útil né amor 🙄": at the partner
             and (IRONY.search(padded, tokens) or (emoji and _has(raw, IRONY_EMOJI)))
             and PRAISE.search(padded, tokens)
         ):
@@ -184,7 +256,7 @@ def is_frustrated(
         if (
             not message.elsewhere()
             or ABOUT_MEL.search(text, tokens, padded)
-            or wants_human(text, tokens)
+            or message.asks_for_person(wants_human)
         ):
             return True
         return None

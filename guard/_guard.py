@@ -27,8 +27,10 @@ caps heuristic counts only with "!!!": "BOA NOITE, GOSTARIA DE FALAR COM UM ATEN
 a request); swearing or negative words about something other than mel ("pqp, a enel me
 cobrou 412, registra na luz", "taxa do lixo") are not frustration; asking whether mel is a
 person or a robot is a human request; and loops are compared by meaning — see
-``_frustration``, ``_human`` and ``_loop``. Every word list, phrase pattern and synonym
-group is in ``guard/lexicon.toml``.
+``_frustration``, ``_human`` and ``_loop``. Frustration and requests for a person are
+also read as weak hints with hand-set weights (``_signals``), for the phrasings no pattern
+names. Every word list, phrase pattern, synonym group and weight is in
+``guard/lexicon.toml``.
 """
 
 from __future__ import annotations
@@ -46,7 +48,8 @@ from guard._responses import (
     GUARD_RESPONSE_HUMAN_REQUEST,
     GUARD_RESPONSE_LOOP,
 )
-from guard._text import clip, normalized_words
+from guard._signals import FRUSTRATION, HUMAN, TRIGGER_EMOJI
+from guard._text import MAX_CHARS, clip, normalized_words
 from guard._typos import MAX_WORDS as TYPO_MAX_WORDS
 from guard._typos import MEL_WORDS, fix_typos
 
@@ -97,6 +100,12 @@ _PASS: Final = GuardVerdict(preempt=False)
 # Words some frustration or human-request rule needs: a message with none of them (and no
 # emoji, no "!!!") can only be a loop.
 _KEY_WORDS: Final = ANY_KEYS | KEYS
+_F_QUIET: Final = FRUSTRATION.quiet_words
+_H_QUIET: Final = HUMAN.quiet_words
+_F_THRESHOLD: Final = FRUSTRATION.threshold
+_H_THRESHOLD: Final = HUMAN.threshold
+# Emoji some frustration rule or the weak signals look at.
+_EMOJI: Final = EMOJI | TRIGGER_EMOJI
 _FRUSTRATED: Final = GuardVerdict(True, "frustrated", GUARD_RESPONSE_FRUSTRATED)
 _HUMAN_REQUEST: Final = GuardVerdict(True, "human-request", GUARD_RESPONSE_HUMAN_REQUEST)
 _LOOP: Final = GuardVerdict(True, "loop", GUARD_RESPONSE_LOOP)
@@ -149,6 +158,12 @@ def _last_user_texts_fast(messages: Sequence[MessageLike], limit: int) -> list[s
     careful walk."""
     texts: list[str] = []
     try:
+        if limit == 1:  # the common case: the conversation ends with the user's message
+            last = messages[-1]
+            if last.role == "user":
+                content = last.content
+                if type(content) is str:
+                    return [content]
         for message in reversed(messages):
             if message.role == "user":
                 content = message.content
@@ -179,17 +194,22 @@ class ConversationGuard:
         texts = _last_user_texts_fast(messages, 3 if loop_on else 1)
         if not texts:
             return _PASS
-        raw = clip(texts[0])
+        raw = texts[0]
+        if len(raw) > MAX_CHARS:
+            raw = clip(raw)
         words = normalized_words(raw)
         if len(words) <= TYPO_MAX_WORDS or not MEL_WORDS.isdisjoint(words):
             words = fix_typos(words)  # "esse bot nao fucniona", "falr com atendnte"
         if (
             _KEY_WORDS.isdisjoint(words)
             and raw.count("!") < 3
-            and (raw.isascii() or EMOJI.isdisjoint(raw))
+            and (raw.isascii() or _EMOJI.isdisjoint(raw))
+            and (_F_QUIET.issuperset(words) or FRUSTRATION.bound(words, raw) < _F_THRESHOLD)
+            and (_H_QUIET.issuperset(words) or HUMAN.bound(words, "") < _H_THRESHOLD)
         ):
             # no word, emoji or shouting any detector looks at: only a loop is possible
-            if loop_on and len(texts) == 3 and is_loop(" ".join(words), texts[1], texts[2]):
+            asks = "?" in raw
+            if loop_on and len(texts) == 3 and is_loop(" ".join(words), texts[1], texts[2], asks):
                 return _LOOP
             return _PASS
         message = Message(raw, words)
@@ -202,8 +222,8 @@ class ConversationGuard:
             frustrated = len(texts) > 1 and repeats(message.text, texts[1])
         if frustrated:
             return _FRUSTRATED
-        if wants_human(message.text, message.tokens):
+        if message.asks_for_person(wants_human):
             return _HUMAN_REQUEST
-        if loop_on and len(texts) == 3 and is_loop(message.text, texts[1], texts[2]):
+        if loop_on and len(texts) == 3 and is_loop(message.text, texts[1], texts[2], "?" in raw):
             return _LOOP
         return _PASS

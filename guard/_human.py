@@ -19,6 +19,14 @@ claro", "alguém do banco"), and the talking must not be someone else's or a pla
 falar com", "falei com", "meu marido falar com"), nor a story ("fui atendido por uma
 pessoa no banco") nor a company's SMS pasted in ("Em caso de dúvida ligue para o SAC
 0800"). "humano erra" is a statement, "sou humano" the user speaking of themselves.
+
+When no pattern matches, the request is also read compositionally (``_signals``,
+lexicon.toml [score.human]): who is asked for (staff: atendente, suporte, humano; a person:
+alguém, moça, responsável), how (a request, a handover, a way of contact) within a few
+words of it, by what line (telefone, 0800, whatsapp), and whose (mel's side: "de vcs", "do
+suporte"; someone else's: "do banco", "meu gerente", "da claro"), with stories ("liguei",
+"fui atendido") counting against: "seria possível que alguma moça do atendimento me
+telefonasse?" is a request no pattern spelled out.
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ from collections.abc import Collection
 from typing import Final
 
 from guard._lexicon import Pattern, Rules, Terms, patterns
+from guard._signals import HUMAN, plain_score
 
 __all__ = ["wants_human"]
 
@@ -54,7 +63,8 @@ BARE_KEYS: Final = Terms.at("human.bare.request").keys
 def wants_human(text: str, tokens: Collection[str]) -> bool:
     """Whether the normalised ``text`` (whose words are ``tokens``) asks for a human."""
     if KEYS.isdisjoint(tokens):
-        return False
+        words = tokens if isinstance(tokens, list) else text.split()
+        return not HUMAN.quiet(words) and plain_score(HUMAN, words) >= HUMAN.threshold
     if not NOT_REQUEST_KEYS.isdisjoint(tokens):
         for pattern in NOT_REQUESTS:
             if not pattern.keys.isdisjoint(tokens):
@@ -62,4 +72,8 @@ def wants_human(text: str, tokens: Collection[str]) -> bool:
         tokens = text.split()
     if _RULES.search(text, tokens, ""):
         return True
-    return not BARE_KEYS.isdisjoint(tokens) and BARE.fullmatch(text) is not None
+    if not BARE_KEYS.isdisjoint(tokens) and BARE.fullmatch(text) is not None:
+        return True
+    # no pattern: who is asked for, how, by what line and whose (see ``_signals``)
+    words = tokens if isinstance(tokens, list) else text.split()
+    return plain_score(HUMAN, words) >= HUMAN.threshold

@@ -26,14 +26,20 @@ question. Conflicts: both name topics of one facet ([loop.facets]: categories, a
 money matters) and share none that is related ("e a luz?" / "e a água?"; but "nubank" and
 "fatura" are different facets); both name a period of the same kind with different values
 ("abril" / "maio"), unless one compares periods ("pior que o mês passado?"); both hold
-amounts that differ (a correction: "anota 50 de gasolina" / "foi 55"); both ask
-conflicting kinds of question ("quanto foi a luz?" / "quando vence a luz?").
+amounts that differ (a correction: "anota 50 de gasolina" / "foi 55"; "30 mil", "30k" and
+"30.000" are one amount); both ask conflicting kinds of question ("quanto foi a luz?" /
+"quando vence a luz?"); or they are one sentence with one word swapped for a word the
+lexicon does not tie to it ("gastos com pilates em maio" / "gastos com natação em maio":
+one template asked about two things).
 
 The loop needs the caller's ``past_turns_without_tool_call >= 2`` and the last *three* user
 messages to be one question: at least two of the three pairs similar, and the third pair
 neither conflicting nor a follow-up (a rephrasing can share a word with each of the others
-and none with the third). The bot has already failed twice, so a same-topic test is safer
-than it looks; without the signal the detector stays off.
+and none with the third) — or the two earlier ones similar and the last a question (it
+has "?") about no topic the lexicon knows that conflicts with neither: the couple asking a
+third time in words no synonym group holds ("tem grana sobrando ainda?"). The bot has
+already failed twice, so a same-topic test is safer than it looks; without the signal the
+detector stays off.
 """
 
 from __future__ import annotations
@@ -213,11 +219,35 @@ class Meaning:
     #: it starts like a follow-up ("e a água?"): the same question only if it shares what
     #: the question is about
     follow_up: bool = False
+    #: its words in order (for the same sentence with one thing swapped)
+    sequence: tuple[str, ...] = ()
 
     @property
     def content(self) -> bool:
         """Whether it says anything beyond a period (greetings, "ok", "kkk" do not)."""
         return bool(self.topics or self.generic or self.intents or self.amounts or self.stems)
+
+
+def _thousands(tokens: list[str], remaining: set[str]) -> set[str]:
+    """``remaining`` with amounts written in thousands read as one number: "30 000" (from
+    "30.000") and "30k" are 30000, like the spoken "30 mil"."""
+    out = set(remaining)
+    for index, token in enumerate(tokens):
+        if token[:-1].isdigit() and token[-1:] == "k" and token in out:
+            out.discard(token)
+            out.add(str(int(token[:-1]) * 1000))
+        elif (
+            token.isdigit()
+            and len(token) <= 3
+            and index + 1 < len(tokens)
+            and len(tokens[index + 1]) == 3
+            and tokens[index + 1].isdigit()
+            and token in out
+        ):
+            out.discard(token)
+            out.discard(tokens[index + 1])
+            out.add(token + tokens[index + 1])
+    return out
 
 
 def _meaning(text: str) -> Meaning:
@@ -243,6 +273,8 @@ def _meaning(text: str) -> Meaning:
             concepts.update(c for c in _WORDS.get(word, ()) if c[0] == _INTENT)
     stems: set[str] = set()
     amounts: set[str] = set()
+    if "k" in text or any(len(t) == 3 and t.isdigit() for t in tokens):
+        remaining = _thousands(tokens, remaining)
     for word in remaining:
         found = _WORDS.get(word)
         if found is not None:
@@ -274,6 +306,7 @@ def _meaning(text: str) -> Meaning:
         frozenset(stems),
         frozenset(tokens),
         f"{text} ".startswith(_FOLLOW_UP),
+        tuple(tokens),
     )
 
 
@@ -309,8 +342,25 @@ def _topics_conflict(a: frozenset[str], b: frozenset[str]) -> bool:
     return False
 
 
+def _swapped(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
+    """Whether two messages are one sentence with one content word swapped for a word the
+    lexicon does not tie to it ("gastos com pilates em maio" / "gastos com natação em
+    maio"): the same template asked about two things."""
+    if len(a) != len(b) or len(a) < 2 or (a[0] != b[0] and a[-1] != b[-1]):
+        return False  # (two words differ at least)
+    diffs = [(x, y) for x, y in zip(a, b, strict=True) if x != y]
+    if len(diffs) != 1:
+        return False
+    x, y = diffs[0]
+    if x in _STOP or y in _STOP or x.isdigit() or y.isdigit() or x[:4] == y[:4]:
+        return False  # (a filler word, an amount, or one word inflected or mistyped)
+    return set(_WORDS.get(x, ())).isdisjoint(_WORDS.get(y, ()))
+
+
 def _conflict(a: Meaning, b: Meaning) -> bool:
     if a.topics and b.topics and a.topics != b.topics and _topics_conflict(a.topics, b.topics):
+        return True
+    if len(a.sequence) == len(b.sequence) and _swapped(a.sequence, b.sequence):
         return True
     if a.amounts and b.amounts and a.amounts != b.amounts:
         return True
@@ -357,11 +407,12 @@ def _linked(a: Meaning, b: Meaning) -> bool:
     return not (a.follow_up or b.follow_up or _conflict(a, b))
 
 
-def is_loop(last: str, previous: str, before: str) -> bool:
+def is_loop(last: str, previous: str, before: str, asks: bool = False) -> bool:
     """Whether the last three user messages are pairwise similar.
 
     ``last`` is already normalised; ``previous`` and ``before`` are the raw texts of the
-    two user messages before it, normalised only if the comparison gets that far.
+    two user messages before it, normalised only if the comparison gets that far. ``asks``
+    says that the last message is a question.
     """
     m_last = meaning(last)
     if not m_last.content:
@@ -380,7 +431,17 @@ def is_loop(last: str, previous: str, before: str) -> bool:
     previous_before = similar(m_previous, m_before)
     last_before = similar(m_last, m_before)
     if last_previous + previous_before + last_before < 2:
-        return False
+        # the couple already asked the same thing twice, and now asks again in words the
+        # lexicon has no topic for ("tem folga no mês?" after two questions about what is
+        # left): a question about no known topic that conflicts with neither is the same
+        # one (one that names another topic is another question)
+        return (
+            asks
+            and previous_before
+            and not m_last.topics
+            and _linked(m_last, m_previous)
+            and _linked(m_last, m_before)
+        )
     if not last_previous:
         return True  # linked, checked above
     if not previous_before:

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from typing import Final
 
 from guard._data import RAW, LexiconError, strings, table
-from guard._lexicon import Terms
+from guard._lexicon import Terms, inflections
 from guard._text import normalize
 
 __all__ = ["KNOWN", "MAX_WORDS", "MEL_WORDS", "fix_typos", "one_typo_away"]
@@ -76,10 +76,13 @@ def _strings(node: object) -> Iterator[str]:
 
 
 def _known() -> frozenset[str]:
-    """Every word that appears anywhere in lexicon.toml (terms, keys, patterns)."""
+    """Every word that appears anywhere in lexicon.toml (terms, keys, patterns), and the
+    inflections of the words written with a final ``*`` ("burrão" is not a typo)."""
     words: set[str] = set()
     for text in _strings(RAW):
         words.update(normalize(text).split())
+        if text.endswith("*") and " " not in text:
+            words.update(inflections(normalize(text[:-1])))
     return frozenset(words)
 
 
@@ -126,6 +129,8 @@ def _fix(word: str) -> str:
 
 def fix_typos(words: list[str]) -> list[str]:
     """``words`` with each unknown word of 4+ letters one typo from a [typos] word fixed."""
+    if KNOWN.issuperset(words):  # the common case: every word is one the lexicon knows
+        return words
     return [
         _fix(word) if len(word) >= 4 and word not in KNOWN and not word.isdigit() else word
         for word in words

@@ -26,7 +26,7 @@ def test_corpus_is_big_varied_and_well_labelled(cases: list[guard_eval.Case]) ->
     assert counts["human-request"] >= 60
     assert counts["loop"] >= 40
     assert counts["none"] >= 100
-    assert all(len(case.messages) == 3 for case in cases if case.label == "loop")
+    assert all(len(case.messages) >= 3 for case in cases if case.label == "loop")
     assert all(
         case.past_turns is not None and case.past_turns >= 2
         for case in cases
