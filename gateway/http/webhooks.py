@@ -189,8 +189,8 @@ async def _refuse(delivery: Delivery, status: int, reason: str) -> web.Response:
 
 
 async def handle(request: web.Request) -> web.StreamResponse:
-    """POST: verify, parse, store, acknowledge (the same for every provider). Turns of
-    this process wait to start meanwhile: acknowledging comes first."""
+    """POST: verify, parse, store, acknowledge (the same for every provider). During a
+    burst of deliveries, turns of this process wait to start: acknowledging comes first."""
     gate = request.app[COMPONENTS].admission
     if gate is None:
         return await _handle(request)

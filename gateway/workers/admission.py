@@ -3,7 +3,10 @@ one event loop puts acknowledging first, so a delivery never queues behind a cro
 turns (the providers time a webhook out after 10–15 s; what is acknowledged is stored, so
 a turn can wait):
 
-- while a webhook delivery is being taken in this process, no turn starts;
+- while a crowd of webhook deliveries (more than ``crowd``: a burst) is being taken in
+  this process, no turn starts until it thins. A few at a time are ordinary traffic and
+  turns run between them: a gate that closed for every delivery would leave the CPU idle
+  while acknowledgements wait on Redis, starving turns under steady load;
 - while the event loop runs late, no turn starts. The lag is how late a timer fires: every
   ``interval`` seconds the job notes how much later than asked it woke. Above ``limit`` the
   gate closes; it opens again once the lag is back under half the limit.
@@ -23,12 +26,18 @@ from gateway.workers.periodic import PeriodicJob
 __all__ = ["Admission"]
 
 
+#: More webhook deliveries than this being taken at once is a burst. Each costs ~1 ms of
+#: CPU, so the last of a crowd this size waits well under a second.
+CROWD = 64
+
+
 class Admission(PeriodicJob):
     name = "admission"
 
-    def __init__(self, limit: float, interval: float = 0.02) -> None:
+    def __init__(self, limit: float, interval: float = 0.02, crowd: int = CROWD) -> None:
         super().__init__(interval)
         self.limit = limit
+        self.crowd = crowd
         self.lag = 0.0
         """The latest measure, in seconds."""
         self.pauses = 0
@@ -42,7 +51,6 @@ class Admission(PeriodicJob):
         """Webhook deliveries being taken in this process right now."""
         self._quiet = asyncio.Event()
         self._quiet.set()
-        self._queue = asyncio.Lock()  # held turns pass one by one (FIFO)
 
     async def tick(self) -> None:
         now = time.monotonic()
@@ -55,18 +63,16 @@ class Admission(PeriodicJob):
             self._open.set()
 
     async def admit(self) -> None:
-        """Return at once while the loop keeps time, no delivery is being taken and no
-        turn is queued; otherwise once both hold again, one turn at a time: each held turn
-        passes a full turn of the event loop after the one before, so deliveries that
-        arrive meanwhile close the gate again (no herd of turns let loose at once)."""
-        if self._passable() and not self._queue.locked():
+        """Return at once while the loop keeps time and no crowd of deliveries is being
+        taken; otherwise once both hold again. Held turns then all pass: releasing them one
+        per loop iteration starved turns under a steady load (the crowd threshold and the
+        lag close the gate again if they are too many)."""
+        if self._passable():
             return
         self.pauses += 1
         started = time.monotonic()
-        async with self._queue:
-            while not self._passable():
-                await (self._quiet if self._open.is_set() else self._open).wait()
-            await asyncio.sleep(0)
+        while not self._passable():
+            await (self._quiet if self._open.is_set() else self._open).wait()
         self.paused_seconds += time.monotonic() - started
 
     def _passable(self) -> bool:
@@ -74,14 +80,15 @@ class Admission(PeriodicJob):
 
     @contextlib.contextmanager
     def acknowledging_one(self) -> Iterator[None]:
-        """Around taking one webhook delivery: no turn starts meanwhile."""
+        """Around taking one webhook delivery: no turn starts while they are a crowd."""
         self.acknowledging += 1
-        self._quiet.clear()
+        if self.acknowledging > self.crowd:
+            self._quiet.clear()
         try:
             yield
         finally:
             self.acknowledging -= 1
-            if not self.acknowledging:
+            if self.acknowledging <= self.crowd:
                 self._quiet.set()
 
     def stop(self) -> None:
