@@ -41,6 +41,10 @@ log = structlog.get_logger("gateway.workers.turns")
 SEND_ATTEMPTS = 3
 
 
+#: How long a failed renewal waits for its owner to say it released the lease itself.
+_RELEASE_GRACE_SECONDS = 0.5
+
+
 class TurnWorker(StreamConsumer):
     name = "worker"
 
@@ -164,6 +168,9 @@ class TurnWorker(StreamConsumer):
             except StoreDown:
                 continue
             if not ok:
+                # the owner may just have given the lease up itself (release, park, requeue)
+                # while this renewal was on its way: it then cancels this task at once
+                await asyncio.sleep(_RELEASE_GRACE_SECONDS)
                 log.warning("worker.lease_expired")
                 # a reply on the wire is never cut: the send finishes and records what the
                 # provider did; the owner then finds the lease gone (or takes it again)

@@ -6,6 +6,8 @@ import asyncio
 import uuid
 from typing import Any
 
+from structlog.testing import capture_logs
+
 from gateway.http.keys import COMPONENTS
 from guard import GUARD_RESPONSE_FRUSTRATED, GUARD_RESPONSE_HUMAN_REQUEST, GUARD_RESPONSE_LOOP
 from tests.e2e.conftest import BUSINESS, Gateway, agent_calls
@@ -232,3 +234,38 @@ async def test_a_lease_lost_mid_send_lets_the_send_finish_and_record_what_happen
     await asyncio.sleep(2.5)  # time for a reclaim that would call it uncertain
     assert len(fake_twilio.messages) == 1
     assert await gw.events("message.failed") == []
+
+
+async def test_a_renewal_that_crosses_the_owners_own_release_is_not_a_lost_lease(
+    start_gateway: Any, fake_twilio: FakeTwilioAPI
+) -> None:
+    """A renewal sent just after the worker released the thread itself fails (the lease is
+    gone); that is no expiry: no warning, and the finished turn is not cancelled."""
+    gw: Gateway = await start_gateway(mel_claim_idle_seconds=0.3)  # renewals every 0.1 s
+    worker = gw.server.app[COMPONENTS].worker
+    release = worker.threads.finish_reply
+    released = asyncio.Event()
+
+    async def late_renewal(*args: Any, **kwargs: Any) -> bool:
+        await released.wait()  # on its way while the release runs: Redis says 0
+        return False
+
+    async def release_then_reply_late(*args: Any, **kwargs: Any) -> bool:
+        done = await release(*args, **kwargs)  # the reply is recorded, the thread released
+        assert done
+        released.set()
+        await asyncio.sleep(0.05)  # the release's answer reaches the owner a bit later
+        return done
+
+    worker.threads.renew = late_renewal  # type: ignore[method-assign]
+    worker.threads.finish_reply = release_then_reply_late  # type: ignore[method-assign]
+    fake_twilio.delay = 0.3  # a renewal goes out while the reply is on the wire
+    with capture_logs() as logs:
+        assert (await gw.twilio("quanto gastei esse mês?")).status == 200
+        await fake_twilio.wait_for_messages(1)
+        await asyncio.sleep(0.5)
+    events = [e["event"] for e in logs]
+    assert released.is_set()
+    assert "worker.lease_expired" not in events
+    assert "turn.committed" in events
+    assert len(fake_twilio.messages) == 1
