@@ -53,10 +53,9 @@ import re
 from collections.abc import Callable, Collection
 from typing import Final
 
-from guard._data import string
 from guard._lexicon import Terms, rules, tokens_of
 from guard._signals import FRUSTRATION, score
-from guard._text import normalized_words
+from guard._text import emoji_set, has_emoji, normalized_words
 from guard._typos import fix_typos
 
 __all__ = ["ANY_KEYS", "EMOJI", "Message", "caps_abuse", "is_frustrated"]
@@ -72,13 +71,13 @@ PRAISE: Final = Terms.at("frustration.sarcasm.praise")
 FAILURE: Final = Terms.at("frustration.sarcasm.failure")
 CHEER: Final = rules("frustration.cheer")
 IRONY: Final = Terms.at("frustration.sarcasm.irony")
-IRONY_EMOJI: Final = frozenset(string("frustration.sarcasm.irony_emoji"))
+IRONY_EMOJI: Final = emoji_set("frustration.sarcasm.irony_emoji")
 MEL: Final = Terms.at("frustration.sarcasm.mel").words
 # Words for the partner: praise with a wink next to one of them is at the partner.
 PARTNER: Final = Terms.at("signals.partner.words").words
-ANGRY_EMOJI: Final = frozenset(string("frustration.emoji.angry"))
-CROSS_EMOJI: Final = frozenset(string("frustration.emoji.cross"))
-PRAISE_EMOJI: Final = frozenset(string("frustration.emoji.praise"))
+ANGRY_EMOJI: Final = emoji_set("frustration.emoji.angry")
+CROSS_EMOJI: Final = emoji_set("frustration.emoji.cross")
+PRAISE_EMOJI: Final = emoji_set("frustration.emoji.praise")
 _OUTBURST_EMOJI: Final = ANGRY_EMOJI | CROSS_EMOJI
 #: Every emoji the detector looks at.
 EMOJI: Final = _OUTBURST_EMOJI | PRAISE_EMOJI | IRONY_EMOJI
@@ -220,7 +219,7 @@ def is_frustrated(
 def _by_rules(message: Message, wants_human: Callable[[str, Collection[str]], bool]) -> bool | None:
     """``is_frustrated`` by the phrase rules of lexicon.toml [frustration.*]."""
     raw, text, tokens, padded = message.raw, message.text, message.tokens, message.padded
-    emoji = not raw.isascii() and not EMOJI.isdisjoint(raw)
+    emoji = has_emoji(raw, EMOJI)
     worded = not ANY_KEYS.isdisjoint(tokens)
     outburst = emoji and _has(raw, _OUTBURST_EMOJI)
     if worded:

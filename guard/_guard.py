@@ -49,7 +49,7 @@ from guard._responses import (
     GUARD_RESPONSE_LOOP,
 )
 from guard._signals import FRUSTRATION, HUMAN, TRIGGER_EMOJI
-from guard._text import MAX_CHARS, clip, normalized_words
+from guard._text import MAX_CHARS, clip, has_emoji, normalized_words
 from guard._typos import MAX_WORDS as TYPO_MAX_WORDS
 from guard._typos import MEL_WORDS, fix_typos
 
@@ -203,7 +203,7 @@ class ConversationGuard:
         if (
             _KEY_WORDS.isdisjoint(words)
             and raw.count("!") < 3
-            and (raw.isascii() or _EMOJI.isdisjoint(raw))
+            and not has_emoji(raw, _EMOJI)
             and (_F_QUIET.issuperset(words) or FRUSTRATION.bound(words, raw) < _F_THRESHOLD)
             and (_H_QUIET.issuperset(words) or HUMAN.bound(words, "") < _H_THRESHOLD)
         ):

@@ -237,9 +237,13 @@ class Terms:
         """Whether the message holds one of the terms."""
         if self.keys.isdisjoint(tokens):
             return False
-        if not self.words.isdisjoint(tokens):
+        return self.found(padded, self.keys.intersection(tokens))
+
+    def found(self, padded: str, hits: Collection[str]) -> bool:
+        """``search``, given the message's words that are ``keys`` (``hits``)."""
+        if not self.words.isdisjoint(hits):
             return True
-        for key in self.phrase_keys.intersection(tokens):
+        for key in self.phrase_keys.intersection(hits):
             for phrase in self.phrases[key]:
                 if phrase in padded:
                     return True
@@ -290,7 +294,7 @@ def patterns(path: str, value: object = None) -> tuple[Pattern, ...]:
 class Rules:
     """Terms plus key-gated patterns, as one detector step."""
 
-    __slots__ = ("_always", "_masks", "_pattern_keys", "keys", "patterns", "terms")
+    __slots__ = ("_always", "_any_keys", "_masks", "keys", "patterns", "terms")
 
     def __init__(self, terms: Terms, patterns: tuple[Pattern, ...]) -> None:
         self.terms: Final = terms
@@ -303,29 +307,37 @@ class Rules:
         )
         # key word → the patterns it unlocks, as a bit mask of their positions, so that a
         # message only visits its own candidates, in the order the lexicon lists them (the
-        # common forms first)
+        # common forms first); the patterns without keys are candidates for every message
         masks: dict[str, int] = {}
         for index, pattern in enumerate(patterns):
             for key in pattern.keys:
                 masks[key] = masks.get(key, 0) | 1 << index
         self._masks: Final = masks
-        self._pattern_keys: Final = frozenset(masks)
-        self._always: Final = tuple(p for p in patterns if not p.keys)
+        self._always: Final = sum(1 << i for i, p in enumerate(patterns) if not p.keys)
+        # the words a message is looked up by once: a term's or a pattern's keys
+        self._any_keys: Final = terms.keys | frozenset(masks)
+
+    def _candidates(self, hits: Collection[str]) -> int:
+        """The patterns a message holding ``hits`` of the keys unlocks, as a bit mask."""
+        candidates = self._always
+        masks = self._masks
+        for key in hits:
+            candidates |= masks.get(key, 0)
+        return candidates
 
     def search(self, text: str, tokens: Collection[str], padded: str) -> bool:
         """Whether the message holds a term or matches a pattern."""
-        if self.keys and self.keys.isdisjoint(tokens):
-            return False
-        if self.terms.search(padded, tokens):
-            return True
-        for pattern in self._always:
-            if pattern.regex.search(text) is not None:
+        if self._any_keys.isdisjoint(tokens):  # the common case (cheaper than a set made)
+            if not self._always:
+                return False
+            hits: Collection[str] = ()
+        else:
+            hits = self._any_keys.intersection(tokens)
+            if self.terms.found(padded, hits):
                 return True
-        candidates = 0
-        for key in self._pattern_keys.intersection(tokens):
-            candidates |= self._masks[key]
+        candidates = self._candidates(hits)
         patterns = self.patterns
-        while candidates:
+        while candidates:  # lowest bit first: in the lexicon's order
             lowest = candidates & -candidates
             candidates ^= lowest
             pattern = patterns[lowest.bit_length() - 1]
@@ -338,9 +350,12 @@ class Rules:
     def sub(self, replacement: str, text: str, tokens: Collection[str]) -> str:
         """``text`` with every match of a pattern whose keys it holds replaced (terms are
         not replaced)."""
-        for pattern in self.patterns:
-            if pattern.keys and pattern.keys.isdisjoint(tokens):
-                continue
+        candidates = self._candidates(self._any_keys.intersection(tokens))
+        patterns = self.patterns
+        while candidates:
+            lowest = candidates & -candidates
+            candidates ^= lowest
+            pattern = patterns[lowest.bit_length() - 1]
             if pattern.requires and pattern.requires.isdisjoint(tokens):
                 continue
             text = pattern.regex.sub(replacement, text)

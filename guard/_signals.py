@@ -52,8 +52,9 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Final
 
-from guard._data import LexiconError, string, strings, table
+from guard._data import LexiconError, strings, table
 from guard._lexicon import _RANK, _terms_of
+from guard._text import emoji_set, has_emoji
 
 __all__ = [
     "FRUSTRATION",
@@ -192,10 +193,7 @@ def _bits(names: Sequence[str], where: str) -> int:
 
 
 def _emoji_classes() -> dict[str, frozenset[str]]:
-    return {
-        name: frozenset(string(f"score.emoji.{name}", value))
-        for name, value in table("score.emoji").items()
-    }
+    return {name: emoji_set(f"score.emoji.{name}") for name in table("score.emoji")}
 
 
 _EMOJI: Final = _emoji_classes()
@@ -266,11 +264,7 @@ _LAST: list[tuple[object, tuple[int, int, tuple[str, ...]]]] = [(None, (0, 0, ()
 
 def _loud_raw(raw: str) -> bool:
     """An emoji that can raise a score, or shouting."""
-    return (
-        raw.count("!") >= 3
-        or raw.count("?") >= 3
-        or (not raw.isascii() and not TRIGGER_EMOJI.isdisjoint(raw))
-    )
+    return raw.count("!") >= 3 or raw.count("?") >= 3 or has_emoji(raw, TRIGGER_EMOJI)
 
 
 class Score:
@@ -426,7 +420,7 @@ class Score:
         """The most the raw text can add: emoji, shouting, capitals, a value quoted back."""
         weights = self.weights
         total = 0.0
-        if not raw.isascii() and not _ALL_EMOJI.isdisjoint(raw):
+        if has_emoji(raw, _ALL_EMOJI):
             for name, emoji in _EMOJI.items():
                 if not emoji.isdisjoint(raw):
                     total += max(weights.get(name, 0.0), 0.0)
@@ -559,7 +553,7 @@ def read(words: list[str], raw: str, mood: int, positions: bool = False) -> Read
         counts["short"] = 1
     if not raw:
         return reading
-    if not raw.isascii() and not _ALL_EMOJI.isdisjoint(raw):
+    if has_emoji(raw, _ALL_EMOJI):
         for name, emoji in _EMOJI.items():
             if not emoji.isdisjoint(raw):
                 counts[name] = 1

@@ -27,7 +27,7 @@ from typing import Final
 
 from guard._data import LexiconError, string, strings, table
 
-__all__ = ["MAX_CHARS", "clip", "normalize", "normalized_words"]
+__all__ = ["MAX_CHARS", "clip", "emoji_set", "has_emoji", "normalize", "normalized_words"]
 
 #: Longer texts are clipped to their first HEAD and last TAIL characters.
 MAX_CHARS: Final = 600
@@ -54,8 +54,6 @@ _CONSONANT_RUNS: Final = re.compile(r"([b-df-hj-npqt-z])\1{2,}")
 # Cheap tests, so that most messages skip the substitutions above (substring tests are
 # much faster than a regex alternation of the same literals, or a back-reference scan).
 _TRIPLE: Final = re.compile(r"([b-df-hj-np-z])\1\1")
-# a word with a digit next to a letter ("m3rda", "p0rra"): worth restoring
-_LEET_HINT: Final = re.compile(r"[a-z][0-9]|[0-9][a-z]")
 _LAUGH_MARKS: Final = ("kk", "hah", "heh", "hih", "huh", "hua", "hue", "rsrs")
 _VOWEL_PAIRS: Final = ("aa", "ee", "ii", "oo", "uu")
 
@@ -166,6 +164,10 @@ def _spoken_numbers(words: list[str]) -> list[str]:
     i, count = 0, len(words)
     while i < count:
         word = words[i]
+        if word not in _NUMBER_KEYS:  # the common case
+            out.append(word)
+            i += 1
+            continue
         if word == "zero":
             out.append("0")
             i += 1
@@ -224,39 +226,30 @@ def _drop_laughter(words: list[str]) -> list[str]:
     return [w for w in words if w[:2] not in _LAUGH_STARTS or not _LAUGHTER.fullmatch(w)]
 
 
-def clip(text: str) -> str:
-    """The text itself, or its head and tail when it is absurdly long."""
-    if len(text) <= MAX_CHARS:
-        return text
-    return f"{text[:_HEAD]} {text[-_TAIL:]}"
+def _mixed(words: list[str]) -> bool:
+    """Whether a word has both letters and digits ("m3rda"): a letter next to a digit in
+    the text (a regex scan for one costs 1-2 µs)."""
+    for word in words:  # noqa: SIM110 - a plain loop beats any() with a generator here
+        if not word.isalpha() and not word.isdigit():
+            return True
+    return False
 
 
-def normalize(text: str) -> str:
-    """The canonical matching form of ``text`` (see the module docstring)."""
-    return " ".join(normalized_words(text))
+# Every step of ``normalized_words`` after the split but the collapse of consonant runs
+# and said numbers looks at one word at a time, and each test that sets one off looks at
+# letters and digits only, so it fires on the text exactly when it fires on one of its
+# words: a word's result is cached (``_form``), and a message made only of words that no
+# step changes (``_PLAIN``) is done after the split, one set operation instead of some
+# twenty substring tests and regex scans. Bounded: emptied when full.
+_FORMS: Final[dict[str, tuple[tuple[str, ...], bool]]] = {}
+_PLAIN: Final[set[str]] = set()
+_FORMS_LIMIT: Final = 50_000
 
 
-def normalized_words(text: str) -> list[str]:
-    """The words of ``normalize(text)``."""
-    out = (text if len(text) <= MAX_CHARS else clip(text)).lower()
-    if out.isascii():
-        data = out.encode("ascii")
-    else:
-        for emoji, word in _EMOJI_WORDS:
-            if emoji in out:
-                out = out.replace(emoji, f" {word} ")
-        data = unicodedata.normalize("NFKD", out).encode("ascii", "ignore")
-        out = data.decode("ascii")
-    # (the substring tests are written out: an `or` chain of `in` beats any loop or regex)
-    if "." in out or "*" in out or "#" in out or "@" in out:
-        uncensored = _uncensor(out)
-        if uncensored != out:
-            out = uncensored
-            data = out.encode("ascii")
-    words = data.translate(_WORD_BYTES).decode("ascii").split()
-    if ("0" in out or "1" in out or "3" in out or "4" in out or "7" in out) and _LEET_HINT.search(
-        out
-    ) is not None:
+def _by_word(words: list[str], out: str) -> list[str]:
+    """``words`` (of the text ``out``) after the steps that look at words: digits for
+    letters, laughter, stretched letters and WhatsApp spellings (not said numbers)."""
+    if ("0" in out or "1" in out or "3" in out or "4" in out or "7" in out) and _mixed(words):
         words = _unleet(words)
     if (
         "kk" in out
@@ -288,6 +281,92 @@ def normalized_words(text: str) -> list[str]:
             words = [_SPELLING.get(word, word) for word in words]
         else:  # a spelling that stands for two words ("oq" → "o que")
             words = " ".join([_SPELLING.get(word, word) for word in words]).split()
+    return words
+
+
+def _form(word: str) -> tuple[tuple[str, ...], bool]:
+    """What ``_by_word`` makes of ``word`` alone, and whether it holds a consonant run that
+    the whole text's collapse looks at (it also takes a final "rr"/"ss" off the other
+    words): cached, and the word filed as plain when nothing changes it."""
+    if len(_FORMS) >= _FORMS_LIMIT:
+        _FORMS.clear()
+        _PLAIN.clear()
+    form = tuple(_by_word([word], word))
+    # (laughter goes before the runs are looked at: "kkk" holds none)
+    run = _TRIPLE.search(word) is not None and bool(_drop_laughter(_unleet([word])))
+    if not run and form == (word,) and word not in _NUMBER_STARTS:
+        _PLAIN.add(word)
+    found = _FORMS[word] = (form, run)
+    return found
+
+
+def emoji_set(path: str) -> frozenset[str]:
+    """The characters of the string at ``path`` in lexicon.toml: emoji, each one beyond
+    Latin-1 (``has_emoji`` relies on it)."""
+    chars = frozenset(string(path))
+    latin = sorted(char for char in chars if ord(char) < 0x100)
+    if latin:
+        raise LexiconError(f"lexicon.toml: '{path}' holds {latin}, which are not emoji")
+    return chars
+
+
+def has_emoji(text: str, emoji: frozenset[str]) -> bool:
+    """Whether ``text`` holds one of ``emoji`` (an ``emoji_set``). A text with no character
+    beyond Latin-1 (ASCII, Portuguese accents) cannot, and that takes one pass in C, where
+    testing the set against the text hashes every character."""
+    return (
+        not text.isascii()
+        and len(text.encode("latin-1", "ignore")) != len(text)
+        and not emoji.isdisjoint(text)
+    )
+
+
+def clip(text: str) -> str:
+    """The text itself, or its head and tail when it is absurdly long."""
+    if len(text) <= MAX_CHARS:
+        return text
+    return f"{text[:_HEAD]} {text[-_TAIL:]}"
+
+
+def normalize(text: str) -> str:
+    """The canonical matching form of ``text`` (see the module docstring)."""
+    return " ".join(normalized_words(text))
+
+
+def normalized_words(text: str) -> list[str]:
+    """The words of ``normalize(text)``."""
+    out = (text if len(text) <= MAX_CHARS else clip(text)).lower()
+    if out.isascii():
+        data = out.encode("ascii")
+    else:
+        for emoji, word in _EMOJI_WORDS:
+            if emoji in out:
+                out = out.replace(emoji, f" {word} ")
+        data = unicodedata.normalize("NFKD", out).encode("ascii", "ignore")
+        out = data.decode("ascii")
+    # (the substring tests are written out: an `or` chain of `in` beats any loop or regex)
+    if "." in out or "*" in out or "#" in out or "@" in out:
+        uncensored = _uncensor(out)
+        if uncensored != out:
+            out = uncensored
+            data = out.encode("ascii")
+    words = data.translate(_WORD_BYTES).decode("ascii").split()
+    if _PLAIN.issuperset(words):  # the common case: no step below changes a word
+        return words
+    # each word as the steps that look at one word at a time make it (cached), unless a
+    # word holds a consonant run, whose collapse looks at the whole text
+    formed: list[str] = []
+    forms = _FORMS
+    for word in words:
+        found = forms.get(word)
+        if found is None:
+            found = _form(word)
+        if found[1]:
+            words = _by_word(words, out)
+            break
+        formed += found[0]
+    else:
+        words = formed
     if not _NUMBER_STARTS.isdisjoint(words):
         words = _spoken_numbers(words)
     return words
