@@ -69,6 +69,7 @@ class StreamConsumer(ABC):
         self.consumer = consumer or consumer_name()
         self.admission = admission
         self._tasks: dict[asyncio.Task[None], str] = {}
+        self._held: list[Entry] = []  # busy when read: started when their work is free
         self._running = asyncio.Semaphore(concurrency)
         self._stopping = asyncio.Event()
         self.ready = asyncio.Event()
@@ -82,7 +83,8 @@ class StreamConsumer(ABC):
         return bool(fields)
 
     def busy(self, entry_id: str, fields: Mapping[bytes, bytes]) -> bool:
-        """An entry this process is already working on under another id (skip it)."""
+        """An entry this process is already working on under another id: it is held
+        and started once that work is done (it may have come in just too late for it)."""
         return False
 
     @abstractmethod
@@ -210,8 +212,8 @@ class StreamConsumer(ABC):
                 return  # delivered but not started: stays pending for another consumer
             if not self.wants(entry_id, fields):
                 unwanted.append(entry_id)
-            elif not self.busy(entry_id, fields):
-                self._spawn(entry_id, fields)
+            else:
+                self._start([(entry_id, fields)])
         await self.group.ack(*unwanted)
 
     def _spawn(self, entry_id: str, fields: Mapping[bytes, bytes]) -> None:
@@ -221,6 +223,16 @@ class StreamConsumer(ABC):
 
     def _forget(self, task: asyncio.Task[None]) -> None:
         self._tasks.pop(task, None)
+        if self._held and not self._stopping.is_set():
+            held, self._held = self._held, []
+            self._start(held)
+
+    def _start(self, entries: Sequence[Entry]) -> None:
+        for entry_id, fields in entries:
+            if self.busy(entry_id, fields):
+                self._held.append((entry_id, fields))
+            else:
+                self._spawn(entry_id, fields)
 
     async def _guarded(self, entry_id: str, fields: Mapping[bytes, bytes]) -> None:
         structlog.contextvars.bind_contextvars(entry_id=entry_id)
