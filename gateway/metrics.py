@@ -155,7 +155,7 @@ def admission_metrics(lag: Admission) -> list[Metric]:
     return [
         gauge("mel_event_loop_lag_seconds", "How late the event loop runs a timer", lag.lag),
         counter("mel_admission_paused", "Turns that waited to start (a lagging loop, a "
-                "webhook being acknowledged)",
+                "burst of webhook deliveries)",
                 lag.pauses),
         counter("mel_admission_paused_seconds", "Time turns waited to start",
                 lag.paused_seconds),

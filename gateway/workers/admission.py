@@ -11,6 +11,9 @@ a turn can wait):
   ``interval`` seconds the job notes how much later than asked it woke. Above ``limit`` the
   gate closes; it opens again once the lag is back under half the limit.
 
+Held turns pass in the order they came, ``batch`` per loop iteration, so deliveries that
+arrive meanwhile get the loop between batches (one per iteration starved turns under
+steady load; all at once let a herd of turns delay the tail of a burst's deliveries).
 Turns already running go on either way; only their start waits.
 """
 
@@ -19,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections import deque
 from collections.abc import Iterator
 
 from gateway.workers.periodic import PeriodicJob
@@ -29,28 +33,34 @@ __all__ = ["Admission"]
 #: More webhook deliveries than this being taken at once is a burst. Each costs ~1 ms of
 #: CPU, so the last of a crowd this size waits well under a second.
 CROWD = 64
+#: Held turns let through per event-loop iteration once the gate opens: deliveries that
+#: arrive meanwhile get the loop between batches, and a crowd closes the gate again.
+BATCH = 16
 
 
 class Admission(PeriodicJob):
     name = "admission"
 
-    def __init__(self, limit: float, interval: float = 0.02, crowd: int = CROWD) -> None:
+    def __init__(
+        self, limit: float, interval: float = 0.02, crowd: int = CROWD, batch: int = BATCH
+    ) -> None:
         super().__init__(interval)
         self.limit = limit
         self.crowd = crowd
+        self.batch = batch
         self.lag = 0.0
         """The latest measure, in seconds."""
         self.pauses = 0
         """Turns that waited at the gate, since start."""
         self.paused_seconds = 0.0
         """Their total wait, since start."""
-        self._last: float | None = None
-        self._open = asyncio.Event()
-        self._open.set()
         self.acknowledging = 0
         """Webhook deliveries being taken in this process right now."""
-        self._quiet = asyncio.Event()
-        self._quiet.set()
+        self._last: float | None = None
+        self._on_time = True  # the loop keeps time
+        self._held: deque[asyncio.Future[None]] = deque()  # oldest first
+        self._releasing = False
+        self._stopped = False
 
     async def tick(self) -> None:
         now = time.monotonic()
@@ -58,40 +68,55 @@ class Admission(PeriodicJob):
             self.lag = max(0.0, now - self._last - self.interval)
         self._last = now
         if self.lag > self.limit:
-            self._open.clear()
+            self._on_time = False
         elif self.lag < self.limit / 2:
-            self._open.set()
+            self._on_time = True
+            self._release_soon()
 
     async def admit(self) -> None:
-        """Return at once while the loop keeps time and no crowd of deliveries is being
-        taken; otherwise once both hold again. Held turns then all pass: releasing them one
-        per loop iteration starved turns under a steady load (the crowd threshold and the
-        lag close the gate again if they are too many)."""
-        if self._passable():
+        """Return at once while the loop keeps time, no crowd of deliveries is being taken
+        and no turn is held; otherwise once the gate opens, in the order they came,
+        ``batch`` per loop iteration."""
+        if self._passable() and not self._held:
             return
         self.pauses += 1
         started = time.monotonic()
-        while not self._passable():
-            await (self._quiet if self._open.is_set() else self._open).wait()
+        turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._held.append(turn)
+        self._release_soon()
+        await turn
         self.paused_seconds += time.monotonic() - started
 
     def _passable(self) -> bool:
-        return self._open.is_set() and self._quiet.is_set()
+        return self._stopped or (self._on_time and self.acknowledging <= self.crowd)
+
+    def _release_soon(self) -> None:
+        if self._held and not self._releasing:
+            self._releasing = True
+            asyncio.get_running_loop().call_soon(self._release)
+
+    def _release(self) -> None:
+        self._releasing = False
+        released = 0
+        while self._held and released < self.batch and self._passable():
+            turn = self._held.popleft()
+            if not turn.done():  # not cancelled meanwhile
+                turn.set_result(None)
+                released += 1
+        if self._passable():
+            self._release_soon()
 
     @contextlib.contextmanager
     def acknowledging_one(self) -> Iterator[None]:
         """Around taking one webhook delivery: no turn starts while they are a crowd."""
         self.acknowledging += 1
-        if self.acknowledging > self.crowd:
-            self._quiet.clear()
         try:
             yield
         finally:
             self.acknowledging -= 1
-            if self.acknowledging <= self.crowd:
-                self._quiet.set()
+            self._release_soon()
 
     def stop(self) -> None:
         super().stop()
-        self._open.set()  # nobody waits on a gate that is no longer watched
-        self._quiet.set()
+        self._stopped = True  # nobody waits on a gate that is no longer watched
+        self._release_soon()

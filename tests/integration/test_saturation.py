@@ -134,3 +134,26 @@ async def test_held_turns_all_pass_in_order_once_the_crowd_thins() -> None:
     await asyncio.wait_for(asyncio.gather(*turns), 1)
     assert passed == [0, 1, 2, 3, 4]  # in the order they came
     assert lag.pauses == 5
+
+
+async def test_held_turns_pass_a_batch_per_loop_iteration_and_a_crowd_stops_the_rest() -> None:
+    lag = Admission(limit=1.0, crowd=0, batch=4)
+    passed: list[int] = []
+
+    async def turn(n: int) -> None:
+        await lag.admit()
+        passed.append(n)
+
+    with lag.acknowledging_one():
+        turns = [asyncio.create_task(turn(n)) for n in range(20)]
+        await asyncio.sleep(0.01)
+    for _ in range(3):  # the gate opened: a batch a loop iteration, not the whole herd
+        await asyncio.sleep(0)
+    assert 0 < len(passed) <= 8
+    with lag.acknowledging_one():  # deliveries come in again: the rest wait
+        before = len(passed)
+        await asyncio.sleep(0.02)
+        assert len(passed) <= before + 4  # at most the batch already let through
+        assert len(passed) < 20
+    await asyncio.wait_for(asyncio.gather(*turns), 1)
+    assert passed == list(range(20))  # in the order they came
