@@ -116,7 +116,10 @@ class TurnWorker(StreamConsumer):
         loaded = await self._load_waiting(thread_id, token)
         if loaded is None:
             return  # another live worker owns it; the entry stays pending
-        renew = asyncio.create_task(self._keep_lease(thread_id, token, asyncio.current_task()))
+        done = asyncio.Event()  # set when this task lets the thread go
+        renew = asyncio.create_task(
+            self._keep_lease(thread_id, token, asyncio.current_task(), done)
+        )
         try:
             while True:
                 if loaded is None:
@@ -145,6 +148,7 @@ class TurnWorker(StreamConsumer):
                 await self.threads.requeue(thread_id, token, entry_id)
             raise
         finally:
+            done.set()
             renew.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await renew
@@ -159,18 +163,26 @@ class TurnWorker(StreamConsumer):
             await asyncio.sleep(0.5)
 
     async def _keep_lease(
-        self, thread_id: str, token: str, owner: asyncio.Task[Any] | None
+        self, thread_id: str, token: str, owner: asyncio.Task[Any] | None, done: asyncio.Event
     ) -> None:
+        """Renew the lease every third of its length until ``done``. ``done`` is checked
+        after each call: redis-py may finish a command despite a cancel (redis-py#2665), so
+        the owner's ``cancel()`` alone does not stop this loop."""
         while True:
             await asyncio.sleep(self.lease_ms / 3000)
             try:
                 ok = await self.threads.renew(thread_id, token, self.lease_ms)
             except StoreDown:
                 continue
+            if done.is_set():
+                return
             if not ok:
                 # the owner may just have given the lease up itself (release, park, requeue)
-                # while this renewal was on its way: it then cancels this task at once
-                await asyncio.sleep(_RELEASE_GRACE_SECONDS)
+                # while this renewal was on its way: it then says so at once
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(done.wait(), _RELEASE_GRACE_SECONDS)
+                if done.is_set():
+                    return
                 log.warning("worker.lease_expired")
                 # a reply on the wire is never cut: the send finishes and records what the
                 # provider did; the owner then finds the lease gone (or takes it again)

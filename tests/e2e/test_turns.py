@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from typing import Any
 
@@ -268,4 +269,32 @@ async def test_a_renewal_that_crosses_the_owners_own_release_is_not_a_lost_lease
     assert released.is_set()
     assert "worker.lease_expired" not in events
     assert "turn.committed" in events
+    assert len(fake_twilio.messages) == 1
+
+
+async def test_a_renewal_that_swallows_the_owners_cancel_ends_with_the_turn(
+    start_gateway: Any, fake_twilio: FakeTwilioAPI
+) -> None:
+    """redis-py may complete a command although its task was cancelled (redis-py#2665).
+    A renewal caught that way as the turn ends must not keep the finished turn waiting
+    (holding its slot and its thread) or log a lost lease."""
+    gw: Gateway = await start_gateway(mel_claim_idle_seconds=0.6)  # renewals every 0.2 s
+    worker = gw.server.app[COMPONENTS].worker
+    renew = worker.threads.renew
+
+    async def renewal_that_finishes_anyway(*args: Any, **kwargs: Any) -> bool:
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.sleep(0.15)  # on its way when the owner cancels it
+        return await renew(*args, **kwargs)
+
+    worker.threads.renew = renewal_that_finishes_anyway  # type: ignore[method-assign]
+    fake_twilio.delay = 0.3  # the turn ends while a renewal is in flight
+    with capture_logs() as logs:
+        assert (await gw.twilio("quanto gastei esse mês?")).status == 200
+        await fake_twilio.wait_for_messages(1)
+        async with asyncio.timeout(0.4):  # the turn's task ends with it, not a grace later
+            while worker.in_flight:
+                await asyncio.sleep(0.01)
+        await asyncio.sleep(0.6)
+    assert "worker.lease_expired" not in [e["event"] for e in logs]
     assert len(fake_twilio.messages) == 1
