@@ -72,6 +72,7 @@ PRAISE: Final = Terms.at("frustration.sarcasm.praise")
 FAILURE: Final = Terms.at("frustration.sarcasm.failure")
 CHEER: Final = rules("frustration.cheer")
 IRONY: Final = Terms.at("frustration.sarcasm.irony")
+RIGHT: Final = Terms.at("frustration.sarcasm.right")
 IRONY_EMOJI: Final = emoji_set("frustration.sarcasm.irony_emoji")
 MEL: Final = Terms.at("frustration.sarcasm.mel").words
 # Words for the partner: praise with a wink next to one of them is at the partner.
@@ -80,6 +81,7 @@ ANGRY_EMOJI: Final = emoji_set("frustration.emoji.angry")
 CROSS_EMOJI: Final = emoji_set("frustration.emoji.cross")
 PRAISE_EMOJI: Final = emoji_set("frustration.emoji.praise")
 _OUTBURST_EMOJI: Final = ANGRY_EMOJI | CROSS_EMOJI
+_WINK_EMOJI: Final = IRONY_EMOJI - PRAISE_EMOJI
 #: Every emoji the detector looks at.
 EMOJI: Final = _OUTBURST_EMOJI | PRAISE_EMOJI | IRONY_EMOJI
 # Punctuation that ends a clause: a negative word and a word for mel in two clauses are not
@@ -103,6 +105,14 @@ def caps_abuse(raw: str) -> bool:
 
 def _has(raw: str, emoji: frozenset[str]) -> bool:
     return not emoji.isdisjoint(raw)
+
+
+def _winks(raw: str, tokens: list[str], padded: str) -> bool:
+    """Whether an emoji of the message winks: 👏 only when the message does not say mel got
+    it right (``RIGHT``: "vc não errou nada 👏 somou certinho" is applause)."""
+    if _has(raw, _WINK_EMOJI):
+        return True
+    return _has(raw, IRONY_EMOJI) and not RIGHT.search(padded, tokens)
 
 
 def _opens(words: list[str]) -> bool:
@@ -255,7 +265,7 @@ def _by_rules(message: Message, wants_human: Callable[[str, Collection[str]], bo
             not PRAISE.keys.isdisjoint(tokens)
             and not MEL.isdisjoint(tokens)
             and PARTNER.isdisjoint(tokens)  # "muito útil né amor 🙄": at the partner
-            and (IRONY.search(padded, tokens) or (emoji and _has(raw, IRONY_EMOJI)))
+            and (IRONY.search(padded, tokens) or (emoji and _winks(raw, tokens, padded)))
             and PRAISE.search(padded, tokens)
         ):
             return True
