@@ -65,12 +65,14 @@ DIRECTED: Final = rules("frustration.directed")
 DIRECTED_BEFORE: Final = rules("frustration.directed_before")
 OUTBURST: Final = rules("frustration.outburst")
 NEUTRALISE: Final = rules("frustration.neutralise")
+LIMITS: Final = rules("frustration.limits")
 ELSEWHERE: Final = rules("frustration.elsewhere")
 ABOUT_MEL: Final = rules("frustration.about_mel")
 PRAISE: Final = Terms.at("frustration.sarcasm.praise")
 FAILURE: Final = Terms.at("frustration.sarcasm.failure")
 CHEER: Final = rules("frustration.cheer")
 IRONY: Final = Terms.at("frustration.sarcasm.irony")
+RIGHT: Final = Terms.at("frustration.sarcasm.right")
 IRONY_EMOJI: Final = emoji_set("frustration.sarcasm.irony_emoji")
 MEL: Final = Terms.at("frustration.sarcasm.mel").words
 # Words for the partner: praise with a wink next to one of them is at the partner.
@@ -79,6 +81,7 @@ ANGRY_EMOJI: Final = emoji_set("frustration.emoji.angry")
 CROSS_EMOJI: Final = emoji_set("frustration.emoji.cross")
 PRAISE_EMOJI: Final = emoji_set("frustration.emoji.praise")
 _OUTBURST_EMOJI: Final = ANGRY_EMOJI | CROSS_EMOJI
+_WINK_EMOJI: Final = IRONY_EMOJI - PRAISE_EMOJI
 #: Every emoji the detector looks at.
 EMOJI: Final = _OUTBURST_EMOJI | PRAISE_EMOJI | IRONY_EMOJI
 # Punctuation that ends a clause: a negative word and a word for mel in two clauses are not
@@ -102,6 +105,14 @@ def caps_abuse(raw: str) -> bool:
 
 def _has(raw: str, emoji: frozenset[str]) -> bool:
     return not emoji.isdisjoint(raw)
+
+
+def _winks(raw: str, tokens: list[str], padded: str) -> bool:
+    """Whether an emoji of the message winks: 👏 only when the message does not say mel got
+    it right (``RIGHT``: "vc não errou nada 👏 somou certinho" is applause)."""
+    if _has(raw, _WINK_EMOJI):
+        return True
+    return _has(raw, IRONY_EMOJI) and not RIGHT.search(padded, tokens)
 
 
 def _opens(words: list[str]) -> bool:
@@ -195,7 +206,9 @@ def is_frustrated(
     tying to mel.
     """
     verdict = _by_rules(message, wants_human)
-    if verdict:
+    if verdict and _only_limits(message, wants_human):
+        verdict = False  # the reason for a request for a person, the score decides
+    elif verdict:
         return True
     # no phrase rule: the weak signals' score (see ``_signals``)
     # (before the rules have set words aside, all of them: those can only take signals off,
@@ -216,12 +229,24 @@ def is_frustrated(
     )
 
 
+def _only_limits(message: Message, wants_human: Callable[[str, Collection[str]], bool]) -> bool:
+    """Whether the rules' only frustration is a calm statement of what mel cannot do, given
+    as the reason for a request for a person in the same message (``LIMITS``)."""
+    text, tokens = message.text, message.tokens
+    if not LIMITS.search(text, tokens, message.padded) or not message.asks_for_person(wants_human):
+        return False
+    rest = LIMITS.sub("  ", text, tokens).split()
+    return not _by_rules(Message(message.raw, rest), wants_human)
+
+
 def _by_rules(message: Message, wants_human: Callable[[str, Collection[str]], bool]) -> bool | None:
     """``is_frustrated`` by the phrase rules of lexicon.toml [frustration.*]."""
     raw, text, tokens, padded = message.raw, message.text, message.tokens, message.padded
     emoji = has_emoji(raw, EMOJI)
     worded = not ANY_KEYS.isdisjoint(tokens)
     outburst = emoji and _has(raw, _OUTBURST_EMOJI)
+    # sarcasm looks at the words left after ``NEUTRALISE`` ("vc não erra uma 👏" is praise)
+    sarcasm_padded, sarcasm_tokens = padded, tokens
     if worded:
         cleaned, kept, padded_kept = text, tokens, padded
         if not NEUTRALISE.keys.isdisjoint(tokens):
@@ -229,6 +254,7 @@ def _by_rules(message: Message, wants_human: Callable[[str, Collection[str]], bo
             cleaned = NEUTRALISE.sub("  ", text, tokens)
             kept, padded_kept = cleaned.split(), f" {cleaned} "
         message._kept = kept
+        sarcasm_padded, sarcasm_tokens = padded_kept, kept
         if AT_YOU.search(cleaned, kept, padded_kept) or _directed(
             message, cleaned, kept, padded_kept
         ):
@@ -239,7 +265,7 @@ def _by_rules(message: Message, wants_human: Callable[[str, Collection[str]], bo
             not PRAISE.keys.isdisjoint(tokens)
             and not MEL.isdisjoint(tokens)
             and PARTNER.isdisjoint(tokens)  # "muito útil né amor 🙄": at the partner
-            and (IRONY.search(padded, tokens) or (emoji and _has(raw, IRONY_EMOJI)))
+            and (IRONY.search(padded, tokens) or (emoji and _winks(raw, tokens, padded)))
             and PRAISE.search(padded, tokens)
         ):
             return True
@@ -248,7 +274,8 @@ def _by_rules(message: Message, wants_human: Callable[[str, Collection[str]], bo
         # ("grande ajuda 👏👏👏", not "parabéns, batemos a meta 👏")
         praised = PRAISE.search(padded, tokens)
         clapped = emoji and _has(raw, PRAISE_EMOJI)
-        outburst = ((praised or clapped) and FAILURE.search(padded, tokens)) or (
+        failed = FAILURE.search(sarcasm_padded, sarcasm_tokens)
+        outburst = ((praised or clapped) and failed) or (
             praised and clapped and not CHEER.search(text, tokens, padded)
         )
     if outburst:

@@ -250,6 +250,18 @@ def _thousands(tokens: list[str], remaining: set[str]) -> set[str]:
     return out
 
 
+def _negated(tokens: list[str]) -> set[str]:
+    """The numbers a message says it is not about ("no dia do pagamento e não no dia 1"):
+    a number at most three words after "não" (and not also said without it)."""
+    negated: set[str] = set()
+    plain: set[str] = set()
+    for index, token in enumerate(tokens):
+        if token.isdigit():
+            near = tokens[max(0, index - 3) : index]
+            (negated if "nao" in near else plain).add(token)
+    return negated - plain
+
+
 def _meaning(text: str) -> Meaning:
     tokens = text.split()
     remaining = set(tokens)
@@ -275,6 +287,8 @@ def _meaning(text: str) -> Meaning:
     amounts: set[str] = set()
     if "k" in text or any(len(t) == 3 and t.isdigit() for t in tokens):
         remaining = _thousands(tokens, remaining)
+    if "nao" in remaining:
+        remaining -= _negated(tokens)
     for word in remaining:
         found = _WORDS.get(word)
         if found is not None:
