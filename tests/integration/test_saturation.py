@@ -119,16 +119,21 @@ async def test_no_turn_starts_while_a_crowd_of_deliveries_is_being_acknowledged(
     assert lag.pauses == 1
 
 
-async def test_held_turns_all_pass_in_order_once_the_crowd_thins() -> None:
-    lag = Admission(limit=1.0, crowd=0)
+def held_turns(lag: Admission, count: int) -> tuple[list[int], list[asyncio.Task[None]]]:
+    """``count`` turns waiting at the gate; each notes its number once through."""
     passed: list[int] = []
 
     async def turn(n: int) -> None:
         await lag.admit()
         passed.append(n)
 
+    return passed, [asyncio.create_task(turn(n)) for n in range(count)]
+
+
+async def test_held_turns_all_pass_in_order_once_the_crowd_thins() -> None:
+    lag = Admission(limit=1.0, crowd=0)
     with lag.acknowledging_one():
-        turns = [asyncio.create_task(turn(n)) for n in range(5)]
+        passed, turns = held_turns(lag, 5)
         await asyncio.sleep(0.01)
         assert passed == []
     await asyncio.wait_for(asyncio.gather(*turns), 1)
@@ -138,14 +143,8 @@ async def test_held_turns_all_pass_in_order_once_the_crowd_thins() -> None:
 
 async def test_held_turns_pass_a_batch_per_loop_iteration_and_a_crowd_stops_the_rest() -> None:
     lag = Admission(limit=1.0, crowd=0, batch=4)
-    passed: list[int] = []
-
-    async def turn(n: int) -> None:
-        await lag.admit()
-        passed.append(n)
-
     with lag.acknowledging_one():
-        turns = [asyncio.create_task(turn(n)) for n in range(20)]
+        passed, turns = held_turns(lag, 20)
         await asyncio.sleep(0.01)
     for _ in range(3):  # the gate opened: a batch a loop iteration, not the whole herd
         await asyncio.sleep(0)
