@@ -329,18 +329,7 @@ class OpenAICompatibleLLM:
         endpoint = self.endpoint(profile)
         if endpoint is None:
             raise LLMUnavailable(profile, f"no endpoint configured (set {BASE_URL_ENV})")
-        body: dict[str, Any] = {
-            "model": settings.model,
-            "messages": _wire_messages(messages, vision=settings.vision),
-            "temperature": settings.temperature,
-            "max_tokens": max_tokens if max_tokens is not None else settings.max_tokens,
-        }
-        if tools:
-            body["tools"] = list(tools)
-        if tool_choice is not None:
-            body["tool_choice"] = tool_choice
-        if response_format is not None:
-            body["response_format"] = response_format
+        body = request_body(settings, messages, tools, tool_choice, max_tokens, response_format)
         payload = orjson.dumps(body)  # compact UTF-8; ~5× cheaper than json on big prompts
         pool = self._pool(endpoint)
         counters = self._profile_counters(profile)
@@ -378,6 +367,31 @@ class OpenAICompatibleLLM:
         opens new ones)."""
         for pool in list(self._pools.values()):
             await pool.aclose()
+
+
+def request_body(
+    settings: LLMProfile,
+    messages: Sequence[ChatMessage],
+    tools: Sequence[dict[str, Any]] | None = None,
+    tool_choice: str | dict[str, Any] | None = None,
+    max_tokens: int | None = None,
+    response_format: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The chat-completions request body for a profile (the fields an OpenAI-compatible
+    server reads)."""
+    body: dict[str, Any] = {
+        "model": settings.model,
+        "messages": _wire_messages(messages, vision=settings.vision),
+        "temperature": settings.temperature,
+        "max_tokens": max_tokens if max_tokens is not None else settings.max_tokens,
+    }
+    if tools:
+        body["tools"] = list(tools)
+    if tool_choice is not None:
+        body["tool_choice"] = tool_choice
+    if response_format is not None:
+        body["response_format"] = response_format
+    return body
 
 
 def _wire_messages(messages: Sequence[ChatMessage], *, vision: bool) -> list[dict[str, Any]]:

@@ -44,8 +44,8 @@ from agent.llm import (
     OpenAICompatibleLLM,
     Usage,
     _to_response,
-    _wire_messages,
     cost_micro_usd,
+    request_body,
 )
 from agent.messages import ChatMessage, ToolCallRequest
 from agent.profiles import LLMProfile, LLMProfiles, load_profiles
@@ -119,30 +119,6 @@ async def fake_llm_process(delay: float = 0.0) -> AsyncIterator[str]:
 # -- the three clients ----------------------------------------------------------------------
 
 
-def _body(
-    settings: LLMProfile,
-    messages: Sequence[ChatMessage],
-    tools: Sequence[dict[str, Any]] | None = None,
-    tool_choice: str | dict[str, Any] | None = None,
-    max_tokens: int | None = None,
-    response_format: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """The request body, built as ``OpenAICompatibleLLM.complete`` builds it."""
-    body: dict[str, Any] = {
-        "model": settings.model,
-        "messages": _wire_messages(messages, vision=settings.vision),
-        "temperature": settings.temperature,
-        "max_tokens": max_tokens if max_tokens is not None else settings.max_tokens,
-    }
-    if tools:
-        body["tools"] = list(tools)
-    if tool_choice is not None:
-        body["tool_choice"] = tool_choice
-    if response_format is not None:
-        body["response_format"] = response_format
-    return body
-
-
 class SdkLLM:
     """The client before this benchmark: the openai SDK (``AsyncOpenAI`` on
     ``DefaultAioHttpClient``, no retries) posting the prebuilt body; the wait for a pooled
@@ -164,7 +140,7 @@ class SdkLLM:
         self, profile: str, messages: Sequence[ChatMessage], **kwargs: Any
     ) -> LLMResponse:
         settings = self.profiles.get(profile)
-        body = _body(settings, messages, **kwargs)
+        body = request_body(settings, messages, **kwargs)
         try:
             async with asyncio.timeout(settings.timeout_seconds):
                 completion = await self.client.post(
@@ -215,7 +191,8 @@ class PlainAiohttpLLM:
         self, profile: str, messages: Sequence[ChatMessage], **kwargs: Any
     ) -> LLMResponse:
         settings = self.profiles.get(profile)
-        payload = json.dumps(_body(settings, messages, **kwargs), ensure_ascii=False).encode()
+        body = request_body(settings, messages, **kwargs)
+        payload = json.dumps(body, ensure_ascii=False).encode()
         async with self.session.post(self.url, data=payload, headers=self.headers) as response:
             raw = await response.read()
         return _to_response(profile, settings, json.loads(raw))
@@ -266,7 +243,7 @@ def turn_calls() -> list[Call]:
 
 def body_sizes(profiles: LLMProfiles) -> list[int]:
     return [
-        len(json.dumps(_body(profiles.get(p), m, **kw), ensure_ascii=False).encode())
+        len(json.dumps(request_body(profiles.get(p), m, **kw), ensure_ascii=False).encode())
         for p, m, kw in turn_calls()
     ]
 
