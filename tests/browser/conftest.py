@@ -12,13 +12,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-import redis.asyncio as aioredis
 
-from gateway.store import Store
 from tests.browser.chromium import ARGS, CHROMIUM
 from tests.e2e import conftest as e2e
+from tests.e2e import console
 from tests.e2e.conftest import Gateway
-from tests.e2e.console import PASSWORD, seed_agent
+from tests.e2e.console import PASSWORD
 
 if TYPE_CHECKING:
     from playwright.async_api import Browser, BrowserContext, Page
@@ -28,24 +27,10 @@ fake_graph = e2e.fake_graph
 fake_llm = e2e.fake_llm
 fake_twilio = e2e.fake_twilio
 start_gateway = e2e.start_gateway
+start = console.start  # agents exist before the gateway starts
 
 DESKTOP = {"width": 1280, "height": 800}
 PHONE = {"width": 390, "height": 844}
-
-
-@pytest.fixture
-def start(start_gateway: Callable[..., Any], redis: aioredis.Redis) -> Callable[..., Any]:
-    """``await start("ana", "bia", **settings)``: those agents exist before the gateway
-    starts (its roster counts them: support is available without SUPPORT_TOKEN)."""
-
-    async def go(*agents: str, **overrides: Any) -> Gateway:
-        store = Store(redis, "mel")
-        for name in agents:
-            await seed_agent(store, name)
-        gw: Gateway = await start_gateway(**overrides)
-        return gw
-
-    return go
 
 
 @pytest.fixture

@@ -4,9 +4,12 @@ and a cookie-holding client that logs in and sends the CSRF token as the page do
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import aiohttp
+import pytest
+import redis.asyncio as aioredis
 
 from gateway.clock import utc_now_iso
 from gateway.store import Store
@@ -24,6 +27,22 @@ PASSWORD = "senha-boa-123"
 async def seed_agent(store: Store, name: str, password: str = PASSWORD) -> None:
     record = AgentRecord(agent_key(name), name, hash_password(password, FAST), utc_now_iso())
     await ConsoleStore(store).add_agent(record, replace=True)
+
+
+@pytest.fixture
+def start(start_gateway: Callable[..., Any], redis: aioredis.Redis) -> Callable[..., Any]:
+    """``await start("ana", "bia", **settings)``: those agents exist before the gateway
+    starts (so its roster counts them from the first turn: support is available without
+    SUPPORT_TOKEN)."""
+
+    async def go(*agents: str, **overrides: Any) -> Gateway:
+        store = Store(redis, "mel")
+        for name in agents:
+            await seed_agent(store, name)
+        gw: Gateway = await start_gateway(**overrides)
+        return gw
+
+    return go
 
 
 class ConsoleClient:

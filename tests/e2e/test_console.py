@@ -10,35 +10,23 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-import redis.asyncio as aioredis
 
 from gateway.conversation.sessions import claim_action
 from gateway.http.console.auth import SECURITY_HEADERS
 from gateway.http.keys import COMPONENTS
 from gateway.settings import SAO_PAULO
-from gateway.store import ActionRefused, Store
+from gateway.store import ActionRefused
 from gateway.store.psychologist import PsychologistStore
 from gateway.support_agents import remove_agent
+from tests.e2e import console
 from tests.e2e.conftest import Gateway
-from tests.e2e.console import THREAD, ConsoleClient, seed_agent
+from tests.e2e.console import THREAD, ConsoleClient
 from tests.fakes.twilio_api import FakeTwilioAPI
 
 HANDOFF_MESSAGE = "Vou encaminhar seu atendimento para uma pessoa."
 
 
-@pytest.fixture
-def start(start_gateway: Callable[..., Any], redis: aioredis.Redis) -> Callable[..., Any]:
-    """``await start("ana", "bia", **settings)``: those agents exist before the gateway
-    starts (so its roster counts them from the first turn)."""
-
-    async def go(*agents: str, **overrides: Any) -> Gateway:
-        store = Store(redis, "mel")
-        for name in agents:
-            await seed_agent(store, name)
-        gw: Gateway = await start_gateway(**overrides)
-        return gw
-
-    return go
+start = console.start  # the shared fixture
 
 
 @pytest.fixture
