@@ -23,7 +23,7 @@ from gateway.conversation.sessions import close_action
 from gateway.store.psychologist import PsychologistStore
 from tests.browser.conftest import PHONE, Console
 from tests.e2e.conftest import Gateway
-from tests.e2e.console import THREAD
+from tests.e2e.console import THREAD, ConsoleClient
 from tests.fakes.twilio_api import FakeTwilioAPI
 
 HANDOFF_MESSAGE = "Vou encaminhar seu atendimento para uma pessoa."
@@ -252,6 +252,50 @@ async def test_on_a_phone_the_conversation_takes_the_screen(
     await expect(page.get_by_test_id("login-submit")).to_be_visible()
     response = await page.request.get(gw.url("/console/api/me"))
     assert response.status == 401
+
+
+async def test_a_note_being_typed_survives_a_live_update_of_the_insights(
+    start: Any, console: Any, fake_twilio: FakeTwilioAPI
+) -> None:
+    """Another agent's decision redraws the list live; Ana's half-typed note stays."""
+    gw: Gateway = await start("ana", "bia")
+    await gw.twilio("qual o total do mês?")
+    await fake_twilio.wait_for_messages(1)
+    await gw.idle()
+    state = await gw.store.threads.state(THREAD)
+    assert state is not None
+    session_id = state.session_id
+    await gw.store.threads.act(THREAD, close_action(state, "user_ended"))
+    db = PsychologistStore(gw.store)
+    session = await db.session_log(session_id)
+    await seed_analysis(db, session, session.event_ids)
+    await db.ensure_group()
+
+    ana: Console = await console(gw)
+    await ana.login("ana")
+    page = ana.page
+    await page.get_by_test_id("tab-insights").click()
+    items = page.get_by_test_id("hypothesis-item")
+    await expect(items).to_have_count(2)
+    second = items.filter(has_text="Roteou errado")
+    await second.get_by_test_id("hypothesis-note").fill("o casal mudou de assunto")
+    await second.get_by_test_id("hypothesis-anamnese").check()
+
+    bia = ConsoleClient(gw)  # meanwhile, in another browser
+    try:
+        assert (await bia.login("bia")).status == 200
+        first_id = await items.filter(has_text="Total sem ferramenta").get_attribute(
+            "data-hypothesis-id"
+        )
+        status, _ = await bia.call("POST", f"hypotheses/{first_id}/accept")
+        assert status == 200
+    finally:
+        await bia.close()
+
+    first = items.filter(has_text="Total sem ferramenta")
+    await expect(first).to_contain_text("aceita por bia")  # the list was redrawn live
+    await expect(second.get_by_test_id("hypothesis-note")).to_have_value("o casal mudou de assunto")
+    await expect(second.get_by_test_id("hypothesis-anamnese")).to_be_checked()
 
 
 async def seed_analysis(db: PsychologistStore, session: Any, ids: list[str]) -> None:

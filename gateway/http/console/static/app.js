@@ -552,9 +552,24 @@
 
   function renderInsights(groups) {
     const box = $("insights");
+    // a live update redraws the list: what someone is typing in it stays
+    const typed = new Map();
+    for (const li of box.querySelectorAll("[data-hypothesis-id]")) {
+      const note = li.querySelector('[data-testid="hypothesis-note"]');
+      const anamnese = li.querySelector('[data-testid="hypothesis-anamnese"]');
+      if (note) typed.set(li.dataset.hypothesisId, { note: note.value, anamnese: anamnese.checked });
+    }
     box.replaceChildren(...groups.map((group) => el("section", { class: "agent-group" },
       el("h3", { text: `${group.target_agent} (${group.count})` }),
       el("ul", { class: "hypotheses" }, ...group.hypotheses.map(hypothesisItem)))));
+    for (const li of box.querySelectorAll("[data-hypothesis-id]")) {
+      const kept = typed.get(li.dataset.hypothesisId);
+      const note = li.querySelector('[data-testid="hypothesis-note"]');
+      if (kept && note) {
+        note.value = kept.note;
+        li.querySelector('[data-testid="hypothesis-anamnese"]').checked = kept.anamnese;
+      }
+    }
     show($("insights-empty"), groups.length === 0);
   }
 
