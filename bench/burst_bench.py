@@ -45,6 +45,7 @@ from bench.gateway_bench import (
     answer_like_models,
     cpu_seconds,
     pct,
+    print_table,
     server_process,
 )
 from channels import compute_twilio_signature
@@ -395,10 +396,7 @@ def main() -> None:
          f"{h['fresh_turn_ms']:.1f} ms → {h['fresh_turn_idle_ms']:.1f} ms, "
          f"+{h['idle_memory_mb']:.0f} MB"),
     ]  # fmt: skip
-    width = max(len(a) for a, _, _ in rows)
-    print("\n== burst at real LLM latency ==")
-    for a, b_, c in rows:
-        print(f"{a:<{width}}  {b_:>14}  {c}")
+    print_table("burst at real LLM latency", rows)
 
 
 if __name__ == "__main__":

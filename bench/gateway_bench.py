@@ -442,8 +442,13 @@ def main() -> None:
         ("Redis round trips: ingest per delivery", f"{r['ingest_per_delivery']:.2f}", ""),
         ("Redis round trips: worker per turn (goal ≤ 6)", f"{r['worker_per_turn']:.2f}", ""),
     ]  # fmt: skip
+    print_table("gateway", rows)
+
+
+def print_table(title: str, rows: list[tuple[str, str, str]]) -> None:
+    """A benchmark's table: label, figure (right-aligned), note."""
     width = max(len(a) for a, _, _ in rows)
-    print("\n== gateway ==")
+    print(f"\n== {title} ==")
     for a, b, c in rows:
         print(f"{a:<{width}}  {b:>14}  {c}")
 
