@@ -177,18 +177,7 @@ async def test_insights_open_their_evidence_and_are_accepted_or_dismissed(
     start: Any, console: Any, fake_twilio: FakeTwilioAPI, shot: Any
 ) -> None:
     gw: Gateway = await start("ana")
-    await gw.twilio("qual o total do mês?")
-    await fake_twilio.wait_for_messages(1)
-    await gw.idle()
-    state = await gw.store.threads.state(THREAD)
-    assert state is not None
-    session_id = state.session_id
-    await gw.store.threads.act(THREAD, close_action(state, "user_ended"))
-    db = PsychologistStore(gw.store)
-    session = await db.session_log(session_id)
-    ids = session.event_ids
-    await seed_analysis(db, session, ids)
-    await db.ensure_group()
+    ids = await analysed_session(gw, fake_twilio)
 
     ana: Console = await console(gw)
     await ana.login("ana")
@@ -259,17 +248,7 @@ async def test_a_note_being_typed_survives_a_live_update_of_the_insights(
 ) -> None:
     """Another agent's decision redraws the list live; Ana's half-typed note stays."""
     gw: Gateway = await start("ana", "bia")
-    await gw.twilio("qual o total do mês?")
-    await fake_twilio.wait_for_messages(1)
-    await gw.idle()
-    state = await gw.store.threads.state(THREAD)
-    assert state is not None
-    session_id = state.session_id
-    await gw.store.threads.act(THREAD, close_action(state, "user_ended"))
-    db = PsychologistStore(gw.store)
-    session = await db.session_log(session_id)
-    await seed_analysis(db, session, session.event_ids)
-    await db.ensure_group()
+    await analysed_session(gw, fake_twilio)
 
     ana: Console = await console(gw)
     await ana.login("ana")
@@ -296,6 +275,22 @@ async def test_a_note_being_typed_survives_a_live_update_of_the_insights(
     await expect(first).to_contain_text("aceita por bia")  # the list was redrawn live
     await expect(second.get_by_test_id("hypothesis-note")).to_have_value("o casal mudou de assunto")
     await expect(second.get_by_test_id("hypothesis-anamnese")).to_be_checked()
+
+
+async def analysed_session(gw: Gateway, fake_twilio: FakeTwilioAPI) -> list[str]:
+    """One turn, the session closed by the couple and its analysis stored (two
+    hypotheses); the session's event ids."""
+    await gw.twilio("qual o total do mês?")
+    await fake_twilio.wait_for_messages(1)
+    await gw.idle()
+    state = await gw.store.threads.state(THREAD)
+    assert state is not None
+    await gw.store.threads.act(THREAD, close_action(state, "user_ended"))
+    db = PsychologistStore(gw.store)
+    session = await db.session_log(state.session_id)
+    await seed_analysis(db, session, session.event_ids)
+    await db.ensure_group()
+    return session.event_ids
 
 
 async def seed_analysis(db: PsychologistStore, session: Any, ids: list[str]) -> None:
