@@ -212,6 +212,11 @@ _OF: Final = frozenset(("do", "da", "dos", "das", "de"))
 _ECHO: Final = re.compile(
     r"\s*(?:r\$|rs)?\s*-?\s*(?:r\$)?\s*\d[\d.,]*(?:\s*mil)?(?:\s+[^\s?]+){0,3}\s*\?", re.I
 )
+# mel's answer corrected ("NÃO foi mercado, foi FARMÁCIA"): the category is mel's, not
+# something else the message is about (normalised words)
+_CORRECTION: Final = re.compile(
+    r"\bnao (?:foi|e|era|eram|foram) (?:\w+ ){1,3}?(?:foi|e|era|eram|foram|sim) \w+"
+)
 _A: Final = frozenset(("um", "uma"))
 # what the scorer computes itself, besides the [signals] and the emoji classes
 _COMPUTED: Final = frozenset(
@@ -224,6 +229,7 @@ _COMPUTED: Final = frozenset(
         "theirs",
         "their_person",
         "echo",
+        "correction",
         "elsewhere",
         "elsewhere_target",
     )
@@ -443,6 +449,8 @@ class Score:
             names.add("failure")
         if "praise" in names:
             names.add("sarcasm")
+        if "negation" in names:
+            names.add("correction")
         for name in names:
             weight = weights.get(name, 0.0)
             if weight > 0:
@@ -609,6 +617,8 @@ def score(
         or (counts.get("clap") and not counts.get("cheer"))
     ):
         counts["sarcasm"] = 1
+    if "negation" in counts and _CORRECTION.search(" ".join(words)) is not None:
+        counts["correction"] = 1
     if _ECHO.match(raw) is not None:
         # it starts by quoting a value back with a question ("R$ 12 mil de mercado? 🙄"):
         # the amount is mel's answer, not something else the message is about
