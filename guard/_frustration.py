@@ -279,9 +279,11 @@ def _by_rules(message: Message, wants_human: Callable[[str, Collection[str]], bo
             praised and clapped and not CHEER.search(text, tokens, padded)
         )
     if outburst:
+        # (what ties it to mel is looked for in the words left after ``NEUTRALISE``: not in
+        # "vou te mandar o extrato, aquele app é uma porcaria")
         if (
             not message.elsewhere()
-            or ABOUT_MEL.search(text, tokens, padded)
+            or ABOUT_MEL.search(sarcasm_padded[1:-1], sarcasm_tokens, sarcasm_padded)
             or message.asks_for_person(wants_human)
         ):
             return True
@@ -291,6 +293,6 @@ def _by_rules(message: Message, wants_human: Callable[[str, Collection[str]], bo
     return (
         raw.count("!") >= 3
         and caps_abuse(raw)
-        and not message.elsewhere()
+        and (not message.elsewhere() or ABOUT_MEL.search(text, tokens, padded))
         and not CHEER.search(text, tokens, padded)
     )

@@ -197,6 +197,7 @@ _MONEY: Final = "money"
 _RELATED: Final = _related()
 # How a follow-up to a different question starts ("e a água?", "ok, e em março?").
 _FOLLOW_UP: Final = tuple(f"{normalize(start)} " for start in strings("loop.follow_up"))
+_NOT_FOLLOW_UP: Final = tuple(f"{normalize(s)} " for s in strings("loop.not_follow_up"))
 _STOP_TERMS: Final = Terms.at("loop.stop")
 _STOP: Final = _STOP_TERMS.words
 _STOP_PHRASES: Final = _STOP_TERMS.phrases
@@ -319,7 +320,7 @@ def _meaning(text: str) -> Meaning:
         frozenset(amounts),
         frozenset(stems),
         frozenset(tokens),
-        f"{text} ".startswith(_FOLLOW_UP),
+        f"{text} ".startswith(_FOLLOW_UP) and not f"{text} ".startswith(_NOT_FOLLOW_UP),
         tuple(tokens),
     )
 

@@ -434,6 +434,8 @@ class Score:
             total += max(weights.get("shouting", 0.0), 0.0) + max(weights.get("echo", 0.0), 0.0)
         if raw != raw.lower():
             total += max(weights.get("capitals", 0.0), 0.0)
+        if not _EMOJI["roll"].isdisjoint(raw):  # an eye-roll takes the thanks off
+            total += max(-weights.get("cheer", 0.0), 0.0)
         return total
 
     def _word_bound(self, union: int, phrases: int) -> float:
@@ -617,6 +619,8 @@ def score(
         or (counts.get("clap") and not counts.get("cheer"))
     ):
         counts["sarcasm"] = 1
+    if "roll" in counts:
+        counts.pop("cheer", None)  # thanks with an eye-roll: "obrigado pela parceria 😒"
     if "negation" in counts and _CORRECTION.search(" ".join(words)) is not None:
         counts["correction"] = 1
     if _ECHO.match(raw) is not None:
