@@ -54,7 +54,7 @@ from typing import Final
 
 from guard._data import LexiconError, strings, table
 from guard._lexicon import _RANK, _terms_of
-from guard._text import emoji_set, has_emoji
+from guard._text import emoji_set, has_emoji, normalized_words
 
 __all__ = [
     "FRUSTRATION",
@@ -85,6 +85,7 @@ _BIT: Final = {name: 1 << index for index, name in enumerate(_NAMES)}
 #: A word that files phrases: the message must be checked for them.
 _PHRASE_BIT: Final = 1 << len(_NAMES)
 _TARGET: Final = _BIT.get("target", 0)
+_DEED: Final = _BIT.get("deed", 0)
 _NEGATION: Final = _BIT.get("negation", 0)
 _CAPABILITY: Final = _BIT.get("capability", 0)
 _NEGATIVE: Final = _BIT.get("negative", 0)
@@ -215,8 +216,16 @@ _ECHO: Final = re.compile(
 # mel's answer corrected ("NÃO foi mercado, foi FARMÁCIA"): the category is mel's, not
 # something else the message is about (normalised words)
 _CORRECTION: Final = re.compile(
-    r"\bnao (?:foi|e|era|eram|foram) (?:\w+ ){1,3}?(?:foi|e|era|eram|foram|sim) \w+"
+    r"\bnao (?:foi|e|era|eram|foram) (?!contigo|com |voce|tu )"
+    r"(?:\w+ ){1,3}?(?:foi|e|era|eram|foram|sim) \w+"
 )
+# mel blamed for something it did ("vc mudou pra 800 sozinha 😑", "tu jogou no cartão",
+# "apagou meu lançamento DE NOVO"): one of mel's deeds ([signals.deed]) opening the message
+# or right after a word for mel (with at most these between: "vc já lançou", "tu me botou")
+_MEL_WORDS: Final = frozenset(("voce", "tu", "mel", "voces"))
+_BLAME_BETWEEN: Final = frozenset(("me", "ja", "simplesmente", "so", "ai", "la", "nao"))
+# a clause that asks ("vc registrou o mercado? que raiva do preço do tomate"): no blame
+_QUESTION: Final = re.compile(r"[^.!?\n]*\?")
 _A: Final = frozenset(("um", "uma"))
 # what the scorer computes itself, besides the [signals] and the emoji classes
 _COMPUTED: Final = frozenset(
@@ -230,6 +239,7 @@ _COMPUTED: Final = frozenset(
         "their_person",
         "echo",
         "correction",
+        "blame",
         "elsewhere",
         "elsewhere_target",
     )
@@ -453,6 +463,8 @@ class Score:
             names.add("sarcasm")
         if "negation" in names:
             names.add("correction")
+        if "deed" in names:
+            names.add("blame")
         for name in names:
             weight = weights.get(name, 0.0)
             if weight > 0:
@@ -588,6 +600,18 @@ def _near(reading: Reading, distance: int) -> bool:
     return any(abs(t - m) <= distance for t in reading.target_at for m in reading.mood_at)
 
 
+def _blamed(words: list[str]) -> bool:
+    """Whether one of mel's deeds opens the message or follows a word for mel."""
+    for index, word in enumerate(words):
+        if mask_of(word) & _DEED and (
+            index == 0
+            or words[index - 1] in _MEL_WORDS
+            or (index > 1 and words[index - 2] in _MEL_WORDS and words[index - 1] in _BLAME_BETWEEN)
+        ):
+            return True
+    return False
+
+
 def _total(scorer: Score, counts: dict[str, int], mood_counts: bool) -> float:
     failed = "failure" in counts or "error" in counts
     weights, twice, mood = scorer.weights, scorer.twice, scorer.mood
@@ -623,6 +647,10 @@ def score(
         counts.pop("cheer", None)  # thanks with an eye-roll: "obrigado pela parceria 😒"
     if "negation" in counts and _CORRECTION.search(" ".join(words)) is not None:
         counts["correction"] = 1
+    if "deed" in counts and _blamed(
+        words if "?" not in raw else normalized_words(_QUESTION.sub(" ", raw))
+    ):
+        counts["blame"] = 1
     if _ECHO.match(raw) is not None:
         # it starts by quoting a value back with a question ("R$ 12 mil de mercado? 🙄"):
         # the amount is mel's answer, not something else the message is about
@@ -642,7 +670,8 @@ def score(
         return total, counts
     aimed = bool(reading.target_at) or not scorer.aimed.isdisjoint(counts)
     counts["elsewhere_target" if aimed else "elsewhere"] = 1
-    mood_counts = bool(reading.target_at) and _near(reading, scorer.near)
+    # the moods count next to a word for mel, or anywhere in a complaint about what mel did
+    mood_counts = "blame" in counts or (bool(reading.target_at) and _near(reading, scorer.near))
     return _total(scorer, counts, mood_counts), counts
 
 
