@@ -86,6 +86,7 @@ _BIT: Final = {name: 1 << index for index, name in enumerate(_NAMES)}
 _PHRASE_BIT: Final = 1 << len(_NAMES)
 _TARGET: Final = _BIT.get("target", 0)
 _DEED: Final = _BIT.get("deed", 0)
+_THIRD: Final = _BIT.get("third", 0)
 _NEGATION: Final = _BIT.get("negation", 0)
 _CAPABILITY: Final = _BIT.get("capability", 0)
 _NEGATIVE: Final = _BIT.get("negative", 0)
@@ -226,6 +227,7 @@ _MEL_WORDS: Final = frozenset(("voce", "tu", "mel", "voces"))
 _BLAME_BETWEEN: Final = frozenset(("me", "ja", "simplesmente", "so", "ai", "la", "nao"))
 # a clause that asks ("vc registrou o mercado? que raiva do preço do tomate"): no blame
 _QUESTION: Final = re.compile(r"[^.!?\n]*\?")
+_CLAUSE_BREAK: Final = re.compile(r"[.,;:!\n]")
 _A: Final = frozenset(("um", "uma"))
 # what the scorer computes itself, besides the [signals] and the emoji classes
 _COMPUTED: Final = frozenset(
@@ -600,8 +602,27 @@ def _near(reading: Reading, distance: int) -> bool:
     return any(abs(t - m) <= distance for t in reading.target_at for m in reading.mood_at)
 
 
-def _blamed(words: list[str]) -> bool:
-    """Whether one of mel's deeds opens the message or follows a word for mel."""
+def _blamed(words: list[str], raw: str) -> bool:
+    """Whether one of mel's deeds opens a clause of the message ("tá de sacanagem, somou 3
+    vezes a mesma compra") or follows a word for mel, outside a question."""
+    if "?" not in raw and not _CLAUSE_BREAK.search(raw):
+        return _deed_blamed(words)
+    statements = _QUESTION.sub(" ", raw) if "?" in raw else raw
+    before: list[str] = []
+    for part in _CLAUSE_BREAK.split(statements):
+        clause = normalized_words(part)
+        if not clause:
+            continue
+        # a deed after a clause naming someone else is theirs ("meu sócio é uma enganação,
+        # sumiu com 2 mil")
+        if _deed_blamed(clause) and not any(mask_of(w) & _THIRD for w in before):
+            return True
+        before = clause
+    return False
+
+
+def _deed_blamed(words: list[str]) -> bool:
+    """``_blamed`` within one clause."""
     for index, word in enumerate(words):
         if mask_of(word) & _DEED and (
             index == 0
@@ -634,6 +655,8 @@ def score(
     verdict (it only takes weight off)."""
     reading = read(words, raw, scorer.mood_bits)
     counts = reading.counts
+    if "roll" in counts:
+        counts.pop("cheer", None)  # thanks with an eye-roll: "obrigado pela parceria 😒"
     if counts.get("praise") and (
         counts.get("irony")
         or counts.get("roll")
@@ -643,13 +666,9 @@ def score(
         or (counts.get("clap") and not counts.get("cheer"))
     ):
         counts["sarcasm"] = 1
-    if "roll" in counts:
-        counts.pop("cheer", None)  # thanks with an eye-roll: "obrigado pela parceria 😒"
     if "negation" in counts and _CORRECTION.search(" ".join(words)) is not None:
         counts["correction"] = 1
-    if "deed" in counts and _blamed(
-        words if "?" not in raw else normalized_words(_QUESTION.sub(" ", raw))
-    ):
+    if "deed" in counts and _blamed(words, raw):
         counts["blame"] = 1
     if _ECHO.match(raw) is not None:
         # it starts by quoting a value back with a question ("R$ 12 mil de mercado? 🙄"):
