@@ -26,17 +26,22 @@ threshold. Here is only how they are read:
 * emoji classes, shouting ("!!!", "???", "?!") and capitals come from the raw text, and a
   message of at most three words is ``short``;
 * praise with irony, an eye-roll, a failure, an error or a negative word — or applauded
-  without thanks — is ``sarcasm``.
+  without thanks — is ``sarcasm``; thanks with an eye-roll are no ``cheer``;
+* "não foi X, foi Y" is a ``correction`` of mel's answer, and one of mel's ``deed``s opening
+  a clause or right after a word for mel, outside a question, is ``blame`` ("vc mudou pra
+  800 sozinha 😑", "tá de sacanagem, somou 3 vezes a mesma compra"): both point at mel.
 
 The score is the sum of the weights of the hints present (each counted once, those of
 ``twice`` up to twice). When the message is also about something else (``elsewhere``: an
 amount, a shop, a bank, another person — ``_frustration.ELSEWHERE``), that weighs against
 it, and the ``mood`` hints (anger, swearing, a judgement word) count only next to a word
 pointing at mel: "que raiva, o ifood errou meu pedido" is not about mel, "vc é incapaz de
-registrar um gasto simples" is. Except when the other thing is what mel is compared with
-("nem meu tamagotchi era tão inútil"), or a value met with irony and no money of the
-couple's moving ("aham, claro, 80 mil em padaria esse mês. tá certíssima 🙄": mel's
-answer), or a value quoted back with a question at the start ("R$ 12 mil de mercado? 🙄").
+registrar um gasto simples" is — and anywhere in a complaint that blames mel for a deed
+("vc jogou tudo na minha conta. obrigado pela parceria 😒"). Except when the other thing
+is what mel is compared with ("nem meu tamagotchi era tão inútil"), or a value met with
+irony and no money of the couple's moving ("aham, claro, 80 mil em padaria esse mês. tá
+certíssima 🙄": mel's answer), or a value quoted back with a question at the start ("R$ 12
+mil de mercado? 🙄").
 The guard asks the score only after its phrase rules said no (see ``_frustration``).
 
 A request for a person is scored the same way ([score.human]), the asking words counting
