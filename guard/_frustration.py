@@ -66,6 +66,7 @@ DIRECTED_BEFORE: Final = rules("frustration.directed_before")
 OUTBURST: Final = rules("frustration.outburst")
 NEUTRALISE: Final = rules("frustration.neutralise")
 LIMITS: Final = rules("frustration.limits")
+CORRECTS: Final = rules("frustration.corrects")
 ELSEWHERE: Final = rules("frustration.elsewhere")
 ABOUT_MEL: Final = rules("frustration.about_mel")
 PRAISE: Final = Terms.at("frustration.sarcasm.praise")
@@ -290,9 +291,10 @@ def _by_rules(message: Message, wants_human: Callable[[str, Collection[str]], bo
         return None
     if raw == raw.lower():  # no capitals at all: the common case
         return False
-    return (
-        raw.count("!") >= 3
-        and caps_abuse(raw)
-        and (not message.elsewhere() or ABOUT_MEL.search(text, tokens, padded))
-        and not CHEER.search(text, tokens, padded)
-    )
+    if not caps_abuse(raw) or CHEER.search(text, tokens, padded):
+        return False
+    # shouting: "!!!" (not about something else), or capitals that correct what mel was
+    # told ("EU FALEI QUARENTA E DOIS REAIS, NÃO QUATROCENTOS E DOIS")
+    if raw.count("!") >= 3:
+        return not message.elsewhere() or ABOUT_MEL.search(text, tokens, padded)
+    return CORRECTS.search(text, tokens, padded)
