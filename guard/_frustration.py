@@ -54,7 +54,7 @@ from collections.abc import Callable, Collection
 from typing import Final
 
 from guard._lexicon import Terms, rules, tokens_of
-from guard._signals import FRUSTRATION, score
+from guard._signals import FRUSTRATION, glad, score
 from guard._text import emoji_set, has_emoji, normalized_words
 from guard._typos import fix_typos
 
@@ -219,8 +219,8 @@ def is_frustrated(
     if FRUSTRATION.bound(words, message.raw) + margin < FRUSTRATION.threshold:
         return verdict
     kept = message.kept()
-    total, _ = score(FRUSTRATION, kept, message.raw, message.elsewhere)
-    if total < FRUSTRATION.threshold:
+    total, counts = score(FRUSTRATION, kept, message.raw, message.elsewhere)
+    if total < FRUSTRATION.threshold or glad(FRUSTRATION, counts):
         return verdict
     # with a request for a person, only a higher score is frustration
     return (
@@ -228,6 +228,11 @@ def is_frustrated(
         or not message.asks_for_person(wants_human)
         or verdict
     )
+
+
+def _glad(message: Message) -> bool:
+    """Whether the message praises or thanks with nothing sour (``_signals.glad``)."""
+    return glad(FRUSTRATION, score(FRUSTRATION, message.kept(), message.raw, message.elsewhere)[1])
 
 
 def _only_limits(message: Message, wants_human: Callable[[str, Collection[str]], bool]) -> bool:
@@ -279,6 +284,8 @@ def _by_rules(message: Message, wants_human: Callable[[str, Collection[str]], bo
         outburst = ((praised or clapped) and failed) or (
             praised and clapped and not CHEER.search(text, tokens, padded)
         )
+    if outburst and _glad(message):
+        outburst = False  # an exclamation of joy: "meu deus, que app bom", "pqp, que rápido vc é"
     if outburst:
         # (what ties it to mel is looked for in the words left after ``NEUTRALISE``: not in
         # "vou te mandar o extrato, aquele app é uma porcaria")

@@ -67,6 +67,7 @@ __all__ = [
     "TRIGGER_EMOJI",
     "Reading",
     "Score",
+    "glad",
     "mask_of",
     "plain_score",
     "read",
@@ -309,12 +310,14 @@ class Score:
         "anchor",
         "anchored",
         "compared",
+        "glad",
         "ironic",
         "mood",
         "mood_bits",
         "near",
         "needs",
         "quiet_words",
+        "sour",
         "threshold",
         "trigger",
         "twice",
@@ -344,6 +347,8 @@ class Score:
             "anchor",
             "anchored",
             "needs",
+            "glad",
+            "sour",
         ):
             value = node.get(field, [])
             lists[field] = frozenset(strings(f"{path}.{field}", value))
@@ -363,6 +368,8 @@ class Score:
         self.with_failure: Final = lists["with_failure"]
         self.compared: Final = lists["compared"]
         self.ironic: Final = lists["ironic"]
+        self.glad: Final = lists["glad"]
+        self.sour: Final = lists["sour"]
         self.anchor: Final = tuple(sorted(lists["anchor"]))
         #: at least one of these must be there (after anchoring) for any score
         self.needs: Final = lists["needs"]
@@ -697,6 +704,12 @@ def score(
     # the moods count next to a word for mel, or anywhere in a complaint about what mel did
     mood_counts = "blame" in counts or (bool(reading.target_at) and _near(reading, scorer.near))
     return _total(scorer, counts, mood_counts), counts
+
+
+def glad(scorer: Score, counts: dict[str, int]) -> bool:
+    """Whether signals (``score``'s second value) are praise or thanks with nothing sour
+    ([score.NAME] ``glad`` and ``sour``): "meu deus, que app bom", "sério, vc é muito boa"."""
+    return not scorer.glad.isdisjoint(counts) and scorer.sour.isdisjoint(counts)
 
 
 def plain_score(scorer: Score, words: list[str]) -> float:
