@@ -431,6 +431,55 @@ def test_capitals_are_shouting_only_with_exclamation_marks() -> None:
     assert evaluate("Quero falar com um ATENDENTE").kind == "human-request"
 
 
+def test_capitals_that_correct_what_mel_was_told_are_shouting() -> None:
+    assert evaluate("EU FALEI QUARENTA E DOIS REAIS, NÃO QUATROCENTOS E DOIS").kind == (
+        "frustrated"
+    )
+    assert (
+        evaluate("EU FALEI PRO MEU MARIDO QUE NÃO ERA PRA COMPRAR, ANOTA 300 DE ROUPA").kind is None
+    )
+    assert evaluate("ESTOU APENAS TESTANDO O APLICATIVO").kind is None
+
+
+@pytest.mark.parametrize(
+    "joy",
+    [
+        "meu deus, que app bom",
+        "sério, vc é muito boa",
+        "pqp, que rápido vc é",
+        "mds, finalmente organizei tudo, obrigada mel",
+        "app bom demais, sério mesmo",
+        "5 estrelas pra vocês",
+    ],
+)
+def test_praise_or_thanks_with_nothing_sour_is_no_frustration(joy: str) -> None:
+    assert evaluate(joy).kind is None
+
+
+@pytest.mark.parametrize(
+    "anger",
+    [
+        "meu deus, que app ruim",
+        "sério, vc é muito lerda",
+        "pqp, errou de novo",
+        "obrigada pela parceria 😒 jogou tudo na minha conta",
+    ],
+)
+def test_the_same_exclamations_with_something_sour_stay_frustration(anger: str) -> None:
+    assert evaluate(anger).kind == "frustrated"
+
+
+def test_a_deed_blamed_on_mel_ties_the_complaint_to_mel() -> None:
+    # the moods of a complaint about what mel did count even far from "vc"
+    assert evaluate("vc jogou tudo na minha conta. obrigado pela parceria 😒").kind == (
+        "frustrated"
+    )
+    assert evaluate("tá de sacanagem, somou 3 vezes a mesma compra de novo").kind == "frustrated"
+    # a question is no blame; someone else's deed is theirs
+    assert evaluate("vc registrou o mercado? anota também 20 de padaria").kind is None
+    assert evaluate("meu sócio é uma enganação, sumiu com 2 mil. anota como perda").kind is None
+
+
 def test_swearing_that_repeats_an_unanswered_question_is_at_mel() -> None:
     assert evaluate("quanto gastei de uber", "uber?", "uber caralho", past=2).kind == ("frustrated")
     assert evaluate("uber caralho", past=2).kind is None  # nothing repeated
