@@ -232,7 +232,10 @@ def is_frustrated(
 
 def _glad(message: Message) -> bool:
     """Whether the message praises or thanks with nothing sour (``_signals.glad``)."""
-    return glad(FRUSTRATION, score(FRUSTRATION, message.kept(), message.raw, message.elsewhere)[1])
+    kept, raw = message.kept(), message.raw
+    return FRUSTRATION.may_be_glad(kept, raw) and glad(
+        FRUSTRATION, score(FRUSTRATION, kept, raw, message.elsewhere)[1]
+    )
 
 
 def _only_limits(message: Message, wants_human: Callable[[str, Collection[str]], bool]) -> bool:

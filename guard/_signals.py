@@ -301,6 +301,8 @@ class Score:
 
     __slots__ = (
         "_bounds",
+        "_glad_bits",
+        "_glad_emoji",
         "_loud",
         "_pair",
         "_phrase_keys",
@@ -370,6 +372,9 @@ class Score:
         self.ironic: Final = lists["ironic"]
         self.glad: Final = lists["glad"]
         self.sour: Final = lists["sour"]
+        # the word signals of ``glad`` (and any word that files phrases), and its emoji
+        self._glad_bits: Final = _bits([n for n in self.glad if n in _BIT], path) | _PHRASE_BIT
+        self._glad_emoji: Final = frozenset().union(*(_EMOJI[n] for n in self.glad if n in _EMOJI))
         self.anchor: Final = tuple(sorted(lists["anchor"]))
         #: at least one of these must be there (after anchoring) for any score
         self.needs: Final = lists["needs"]
@@ -397,6 +402,11 @@ class Score:
         not the pair's first signal, and files no trigger phrase."""
         if not mask & self._loud and word not in self._phrase_keys:
             self._quiet.add(word)
+
+    def may_be_glad(self, words: list[str], raw: str) -> bool:
+        """Whether ``glad`` can hold for the message: a cheap test before reading it."""
+        bits = self._glad_bits
+        return any(mask_of(w) & bits for w in words) or not self._glad_emoji.isdisjoint(raw)
 
     def quiet(self, words: list[str]) -> bool:
         """Whether every word is known to be quiet (one set operation)."""
