@@ -264,10 +264,10 @@ def _by_rules(message: Message, wants_human: Callable[[str, Collection[str]], bo
             kept, padded_kept = cleaned.split(), f" {cleaned} "
         message._kept = kept
         sarcasm_padded, sarcasm_tokens = padded_kept, kept
-        if AT_YOU.search(cleaned, kept, padded_kept) or _directed(
-            message, cleaned, kept, padded_kept
-        ):
+        if AT_YOU.search(cleaned, kept, padded_kept):
             return True
+        if _directed(message, cleaned, kept, padded_kept) and not _glad(message):
+            return True  # (not "caralho mel, ficou perfeito esse gráfico 😍")
         outburst = outburst or OUTBURST.search(cleaned, kept, padded_kept)
         # praise aimed at mel with a wink is irony ("super útil vc hein", "q gênio 🙃")
         if (

@@ -27,7 +27,7 @@ money matters) and share none that is related ("e a luz?" / "e a água?"; but "n
 "fatura" are different facets); both name a period of the same kind with different values
 ("abril" / "maio"), unless one compares periods ("pior que o mês passado?"); both hold
 amounts that differ (a correction: "anota 50 de gasolina" / "foi 55"; "30 mil", "30k" and
-"30.000" are one amount), unless one asks why (it quotes figures); both ask conflicting
+"30.000" are one amount), unless one asks why or splits (it quotes figures); both ask conflicting
 kinds of question ("quanto foi a luz?" / "quando vence a luz?"); or they are one sentence
 with one word swapped for a word the lexicon does not tie to it ("gastos com pilates em
 maio" / "gastos com natação em maio": one template asked about two things).
@@ -204,7 +204,8 @@ _STOP_PHRASES: Final = _STOP_TERMS.phrases
 CONFLICTING_INTENTS: Final = frozenset(strings("loop.conflicting_intents"))
 # A comparison names two periods: they do not conflict.
 _COMPARE: Final = frozenset(("compare",))
-_WHY: Final = frozenset(("why",))
+# a why or a split quotes its figures ("pq a fatura tá 2300?", "a net de 110, 55 pra cada")
+_QUOTES_FIGURES: Final = frozenset(("why", "split"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -378,8 +379,12 @@ def _conflict(a: Meaning, b: Meaning) -> bool:
         return True
     if len(a.sequence) == len(b.sequence) and _swapped(a.sequence, b.sequence):
         return True
-    # (a why quotes its figures: "pq a fatura tá 2300?" / "e essa diferença de 500?")
-    if a.amounts and b.amounts and a.amounts != b.amounts and not (a.intents | b.intents) & _WHY:
+    if (
+        a.amounts
+        and b.amounts
+        and a.amounts != b.amounts
+        and not (a.intents | b.intents) & _QUOTES_FIGURES
+    ):
         return True
     if a.periods and b.periods and not (a.intents & _COMPARE or b.intents & _COMPARE):
         a_kinds = {kind for kind, _ in a.periods}
