@@ -303,6 +303,7 @@ class Score:
         "_bounds",
         "_glad_bits",
         "_glad_emoji",
+        "_glad_phrase_keys",
         "_loud",
         "_pair",
         "_phrase_keys",
@@ -372,8 +373,11 @@ class Score:
         self.ironic: Final = lists["ironic"]
         self.glad: Final = lists["glad"]
         self.sour: Final = lists["sour"]
-        # the word signals of ``glad`` (and any word that files phrases), and its emoji
-        self._glad_bits: Final = _bits([n for n in self.glad if n in _BIT], path) | _PHRASE_BIT
+        # the word signals of ``glad``, the words its phrases are filed under, and its emoji
+        self._glad_bits: Final = _bits([n for n in self.glad if n in _BIT], path)
+        self._glad_phrase_keys: Final = frozenset(
+            key for key, found in _PHRASES.items() if any(bit & self._glad_bits for _, bit in found)
+        )
         self._glad_emoji: Final = frozenset().union(*(_EMOJI[n] for n in self.glad if n in _EMOJI))
         self.anchor: Final = tuple(sorted(lists["anchor"]))
         #: at least one of these must be there (after anchoring) for any score
@@ -406,7 +410,11 @@ class Score:
     def may_be_glad(self, words: list[str], raw: str) -> bool:
         """Whether ``glad`` can hold for the message: a cheap test before reading it."""
         bits = self._glad_bits
-        return any(mask_of(w) & bits for w in words) or not self._glad_emoji.isdisjoint(raw)
+        return (
+            any(mask_of(w) & bits for w in words)
+            or not self._glad_phrase_keys.isdisjoint(words)
+            or not self._glad_emoji.isdisjoint(raw)
+        )
 
     def quiet(self, words: list[str]) -> bool:
         """Whether every word is known to be quiet (one set operation)."""
