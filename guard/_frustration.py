@@ -156,6 +156,7 @@ class Message:
 
     __slots__ = (
         "_elsewhere",
+        "_glad",
         "_human",
         "_kept",
         "padded",
@@ -172,6 +173,7 @@ class Message:
         self._elsewhere: bool | None = None
         self._kept: list[str] | None = None
         self._human: bool | None = None
+        self._glad: bool | None = None
 
     def asks_for_person(self, wants_human: Callable[[str, Collection[str]], bool]) -> bool:
         """``wants_human`` of this message (computed once)."""
@@ -231,11 +233,14 @@ def is_frustrated(
 
 
 def _glad(message: Message) -> bool:
-    """Whether the message praises or thanks with nothing sour (``_signals.glad``)."""
-    kept, raw = message.kept(), message.raw
-    return FRUSTRATION.may_be_glad(kept, raw) and glad(
-        FRUSTRATION, score(FRUSTRATION, kept, raw, message.elsewhere)[1]
-    )
+    """Whether the message praises or thanks with nothing sour (``_signals.glad``; computed
+    once)."""
+    if message._glad is None:
+        kept, raw = message.kept(), message.raw
+        message._glad = FRUSTRATION.may_be_glad(kept, raw) and glad(
+            FRUSTRATION, score(FRUSTRATION, kept, raw, message.elsewhere)[1]
+        )
+    return message._glad
 
 
 def _only_limits(message: Message, wants_human: Callable[[str, Collection[str]], bool]) -> bool:
