@@ -230,7 +230,9 @@ _CORRECTION: Final = re.compile(
 # "apagou meu lançamento DE NOVO"): one of mel's deeds ([signals.deed]) opening the message
 # or right after a word for mel (with at most these between: "vc já lançou", "tu me botou")
 _MEL_WORDS: Final = frozenset(("voce", "tu", "mel", "voces"))
-_BLAME_BETWEEN: Final = frozenset(("me", "ja", "simplesmente", "so", "ai", "la", "nao"))
+_BLAME_BETWEEN: Final = frozenset(
+    ("me", "ja", "simplesmente", "so", "ai", "la", "nao", "ainda", "tambem", "sempre")
+)
 # a clause that asks ("vc registrou o mercado? que raiva do preço do tomate"): no blame
 _QUESTION: Final = re.compile(r"[^.!?\n]*\?")
 _CLAUSE_BREAK: Final = re.compile(r"[.,;:!\n]")
