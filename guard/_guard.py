@@ -40,7 +40,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final, Literal, Protocol
 
-from guard._frustration import ANY_KEYS, EMOJI, Message, is_frustrated
+from guard._frustration import ANY_KEYS, CORRECTS, EMOJI, Message, is_frustrated
 from guard._human import KEYS, wants_human
 from guard._loop import is_loop, repeats
 from guard._responses import (
@@ -203,6 +203,8 @@ class ConversationGuard:
         if (
             _KEY_WORDS.isdisjoint(words)
             and raw.count("!") < 3
+            # capitals that correct mel need no "!!!" ("PARA DE ME MANDAR ESSE MENU")
+            and (CORRECTS.keys.isdisjoint(words) or raw == raw.lower())
             and not has_emoji(raw, _EMOJI)
             and (_F_QUIET.issuperset(words) or FRUSTRATION.bound(words, raw) < _F_THRESHOLD)
             and (_H_QUIET.issuperset(words) or HUMAN.bound(words, "") < _H_THRESHOLD)
