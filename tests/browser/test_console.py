@@ -179,12 +179,7 @@ async def test_insights_open_their_evidence_and_are_accepted_or_dismissed(
     gw: Gateway = await start("ana")
     ids = await analysed_session(gw, fake_twilio)
 
-    ana: Console = await console(gw)
-    await ana.login("ana")
-    page = ana.page
-    await page.get_by_test_id("tab-insights").click()
-    items = page.get_by_test_id("hypothesis-item")
-    await expect(items).to_have_count(2)
+    page, items = await open_insights(console, gw, "ana")
     await expect(page.get_by_role("heading", name="budget_agent (1)")).to_be_visible()
     await expect(page.get_by_role("heading", name="router (1)")).to_be_visible()
     await shot(page, "insights")
@@ -250,12 +245,7 @@ async def test_a_note_being_typed_survives_a_live_update_of_the_insights(
     gw: Gateway = await start("ana", "bia")
     await analysed_session(gw, fake_twilio)
 
-    ana: Console = await console(gw)
-    await ana.login("ana")
-    page = ana.page
-    await page.get_by_test_id("tab-insights").click()
-    items = page.get_by_test_id("hypothesis-item")
-    await expect(items).to_have_count(2)
+    _, items = await open_insights(console, gw, "ana")
     second = items.filter(has_text="Roteou errado")
     await second.get_by_test_id("hypothesis-note").fill("o casal mudou de assunto")
     await second.get_by_test_id("hypothesis-anamnese").check()
@@ -275,6 +265,18 @@ async def test_a_note_being_typed_survives_a_live_update_of_the_insights(
     await expect(first).to_contain_text("aceita por bia")  # the list was redrawn live
     await expect(second.get_by_test_id("hypothesis-note")).to_have_value("o casal mudou de assunto")
     await expect(second.get_by_test_id("hypothesis-anamnese")).to_be_checked()
+
+
+async def open_insights(console: Any, gw: Gateway, name: str) -> tuple[Any, Any]:
+    """``name`` logged in, on the insights tab with the analysis's two hypotheses shown;
+    the page and the hypothesis items."""
+    agent: Console = await console(gw)
+    await agent.login(name)
+    page = agent.page
+    await page.get_by_test_id("tab-insights").click()
+    items = page.get_by_test_id("hypothesis-item")
+    await expect(items).to_have_count(2)
+    return page, items
 
 
 async def analysed_session(gw: Gateway, fake_twilio: FakeTwilioAPI) -> list[str]:
