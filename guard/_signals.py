@@ -227,12 +227,10 @@ _CORRECTION: Final = re.compile(
     r"(?:\w+ ){1,3}?(?:foi|e|era|eram|foram|sim) \w+"
 )
 # mel blamed for something it did ("vc mudou pra 800 sozinha 😑", "tu jogou no cartão",
-# "apagou meu lançamento DE NOVO"): one of mel's deeds ([signals.deed]) opening the message
-# or right after a word for mel (with at most these between: "vc já lançou", "tu me botou")
-_MEL_WORDS: Final = frozenset(("voce", "tu", "mel", "voces"))
-_BLAME_BETWEEN: Final = frozenset(
-    ("me", "ja", "simplesmente", "so", "ai", "la", "nao", "ainda", "tambem", "sempre")
-)
+# "apagou meu lançamento DE NOVO"): one of mel's deeds ([signals.deed]) opening a clause or
+# right after a word for mel ([score.blame]: "vc já lançou", "tu me botou")
+_MEL_WORDS: Final = frozenset(_terms_of("score.blame.after", strings("score.blame.after")))
+_BLAME_BETWEEN: Final = frozenset(_terms_of("score.blame.between", strings("score.blame.between")))
 # a clause that asks ("vc registrou o mercado? que raiva do preço do tomate"): no blame
 _QUESTION: Final = re.compile(r"[^.!?\n]*\?")
 _CLAUSE_BREAK: Final = re.compile(r"[.,;:!\n]")
