@@ -20,7 +20,7 @@ from tests.fakes.payloads import (
 USER = "+5511999990000"
 BUSINESS = "+14155238886"
 # A fixed key for the tests that look for the original digits in the output: a random one
-# made a pseudonym contain "98888" by chance (about once in 6,000 runs)
+# made a pseudonym contain "98888" by chance (about once in 10,000 runs)
 KEY = b"test-redaction-key"
 
 
