@@ -54,7 +54,7 @@ from collections.abc import Callable, Collection
 from typing import Final
 
 from guard._lexicon import Terms, rules, tokens_of
-from guard._signals import FRUSTRATION, glad, score
+from guard._signals import FRUSTRATION, blamed, glad, score
 from guard._text import emoji_set, has_emoji, normalized_words
 from guard._typos import fix_typos
 
@@ -300,6 +300,8 @@ def _by_rules(message: Message, wants_human: Callable[[str, Collection[str]], bo
         if (
             not message.elsewhere()
             or ABOUT_MEL.search(sarcasm_padded[1:-1], sarcasm_tokens, sarcasm_padded)
+            # what mel did ("importei o extrato e duplicou tudo. de novo. pela terceira vez")
+            or blamed(sarcasm_tokens, raw)
             or message.asks_for_person(wants_human)
         ):
             return True

@@ -29,7 +29,8 @@ threshold. Here is only how they are read:
   without thanks — is ``sarcasm``; thanks with an eye-roll are no ``cheer``;
 * "não foi X, foi Y" is a ``correction`` of mel's answer, and one of mel's ``deed``s opening
   a clause or right after a word for mel, outside a question, is ``blame`` ("vc mudou pra
-  800 sozinha 😑", "tá de sacanagem, somou 3 vezes a mesma compra"): both point at mel.
+  800 sozinha 😑", "tá de sacanagem, somou 3 vezes a mesma compra"): both point at mel;
+  blamed for doing it again ("tu jogou no cartão, toda vez isso") it is ``recurring``.
 
 The score is the sum of the weights of the hints present (each counted once, those of
 ``twice`` up to twice). When the message is also about something else (``elsewhere``: an
@@ -248,6 +249,7 @@ _COMPUTED: Final = frozenset(
         "echo",
         "correction",
         "blame",
+        "recurring",
         "elsewhere",
         "elsewhere_target",
     )
@@ -496,7 +498,7 @@ class Score:
         if "negation" in names:
             names.add("correction")
         if "deed" in names:
-            names.add("blame")
+            names.update(("blame", "recurring"))
         for name in names:
             weight = weights.get(name, 0.0)
             if weight > 0:
@@ -603,8 +605,8 @@ def read(words: list[str], raw: str, mood: int, positions: bool = False) -> Read
                     at[name].append(index)
                 else:
                     at[name] = [index]
-    if len(words) <= 3:
-        counts["short"] = 1
+    if len(words) <= 3 and (not raw or len(raw.split()) <= 3):
+        counts["short"] = 1  # (the message as written: not one the rules shortened)
     if not raw:
         return reading
     if has_emoji(raw, _ALL_EMOJI):
@@ -632,11 +634,14 @@ def _near(reading: Reading, distance: int) -> bool:
     return any(abs(t - m) <= distance for t in reading.target_at for m in reading.mood_at)
 
 
-def _blamed(words: list[str], raw: str) -> bool:
+def blamed(words: list[str], raw: str) -> bool:
     """Whether one of mel's deeds opens a clause of the message ("tá de sacanagem, somou 3
-    vezes a mesma compra") or follows a word for mel, outside a question."""
+    vezes a mesma compra") or follows a word for mel, outside a question; or follows "e" in
+    a message naming nobody else ("importei o extrato e duplicou tudo", not "paguei a luz e
+    mudou o valor, que raiva da enel")."""
+    after_and = not any(mask_of(w) & _THIRD for w in words)
     if "?" not in raw and not _CLAUSE_BREAK.search(raw):
-        return _deed_blamed(words)
+        return _deed_blamed(words, after_and)
     statements = _QUESTION.sub(" ", raw) if "?" in raw else raw
     before: list[str] = []
     for part in _CLAUSE_BREAK.split(statements):
@@ -645,19 +650,20 @@ def _blamed(words: list[str], raw: str) -> bool:
             continue
         # a deed after a clause naming someone else is theirs ("meu sócio é uma enganação,
         # sumiu com 2 mil")
-        if _deed_blamed(clause) and not any(mask_of(w) & _THIRD for w in before):
+        if _deed_blamed(clause, after_and) and not any(mask_of(w) & _THIRD for w in before):
             return True
         before = clause
     return False
 
 
-def _deed_blamed(words: list[str]) -> bool:
-    """``_blamed`` within one clause."""
+def _deed_blamed(words: list[str], after_and: bool) -> bool:
+    """``blamed`` within one clause."""
     for index, word in enumerate(words):
         if mask_of(word) & _DEED and (
             index == 0
             or words[index - 1] in _MEL_WORDS
             or (index > 1 and words[index - 2] in _MEL_WORDS and words[index - 1] in _BLAME_BETWEEN)
+            or (after_and and words[index - 1] == "e")
         ):
             return True
     return False
@@ -687,6 +693,12 @@ def score(
     counts = reading.counts
     if "roll" in counts:
         counts.pop("cheer", None)  # thanks with an eye-roll: "obrigado pela parceria 😒"
+    if "deed" in counts and blamed(words, raw):
+        counts["blame"] = 1
+        if "repetition" in counts and "cheer" not in counts:
+            # the same mistake again ("tu jogou no cartão, toda vez isso"; not "vc registrou
+            # certinho de novo, valeu")
+            counts["recurring"] = 1
     if counts.get("praise") and (
         counts.get("irony")
         or counts.get("roll")
@@ -694,12 +706,17 @@ def score(
         or counts.get("negative")
         or counts.get("error")
         or (counts.get("clap") and not counts.get("cheer"))
+        # praise for a deed blamed on mel after what the couple said, or again ("eu falei
+        # lazer, vc botou em saúde. to impressionado"; not "vc registrou rapidinho, ótimo")
+        or (
+            counts.get("blame")
+            and not counts.get("cheer")
+            and (counts.get("repetition") or (counts.get("self") and counts.get("story")))
+        )
     ):
         counts["sarcasm"] = 1
     if "negation" in counts and _CORRECTION.search(" ".join(words)) is not None:
         counts["correction"] = 1
-    if "deed" in counts and _blamed(words, raw):
-        counts["blame"] = 1
     if _ECHO.match(raw) is not None:
         # it starts by quoting a value back with a question ("R$ 12 mil de mercado? 🙄"):
         # the amount is mel's answer, not something else the message is about
