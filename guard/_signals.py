@@ -236,6 +236,7 @@ _BLAME_BETWEEN: Final = frozenset(_terms_of("score.blame.between", strings("scor
 _QUESTION: Final = re.compile(r"[^.!?\n]*\?")
 _CLAUSE_BREAK: Final = re.compile(r"[.,;:!\n]")
 _A: Final = frozenset(("um", "uma"))
+_IS: Final = frozenset(("e", "era", "parece", "virou", "sou", "ta", "fica", "ficou", "seja", "foi"))
 # what the scorer computes itself, besides the [signals] and the emoji classes
 _COMPUTED: Final = frozenset(
     (
@@ -570,8 +571,13 @@ def read(words: list[str], raw: str, mood: int, positions: bool = False) -> Read
             if _theirs(words, index, last):
                 mask &= ~_TARGET  # "o app do banco", "que app horrível o do detran"
                 counts["theirs"] = 1
-            elif index and word in _PREDICATE and words[index - 1] in _A:
-                mask &= ~_TARGET  # "meu marido é um robô"
+            elif (
+                index > 1
+                and word in _PREDICATE
+                and words[index - 1] in _A
+                and words[index - 2] in _IS
+            ):
+                mask &= ~_TARGET  # "meu marido é um robô" (not "pagando pra um robô que não sabe")
         if mask & _PERSON and (
             (index < last - 1 and words[index + 1] in _OF and words[index + 2] not in _STILL_MEL)
             or (index and words[index - 1] in _OWNER)
@@ -639,6 +645,8 @@ def blamed(words: list[str], raw: str) -> bool:
     vezes a mesma compra") or follows a word for mel, outside a question; or follows "e" in
     a message naming nobody else ("importei o extrato e duplicou tudo", not "paguei a luz e
     mudou o valor, que raiva da enel")."""
+    if not any(mask_of(w) & _DEED for w in words):
+        return False
     after_and = not any(mask_of(w) & _THIRD for w in words)
     if "?" not in raw and not _CLAUSE_BREAK.search(raw):
         return _deed_blamed(words, after_and)
