@@ -93,6 +93,7 @@ _BIT: Final = {name: 1 << index for index, name in enumerate(_NAMES)}
 _PHRASE_BIT: Final = 1 << len(_NAMES)
 _TARGET: Final = _BIT.get("target", 0)
 _DEED: Final = _BIT.get("deed", 0)
+_PARTNER: Final = _BIT.get("partner", 0)
 _THIRD: Final = _BIT.get("third", 0)
 _NEGATION: Final = _BIT.get("negation", 0)
 _CAPABILITY: Final = _BIT.get("capability", 0)
@@ -578,6 +579,8 @@ def read(words: list[str], raw: str, mood: int, positions: bool = False) -> Read
                 and words[index - 2] in _IS
             ):
                 mask &= ~_TARGET  # "meu marido é um robô" (not "pagando pra um robô que não sabe")
+        if mask & _PARTNER and index and words[index - 1] == "pelo":
+            mask &= ~_PARTNER  # "pelo amor de deus" is no partner
         if mask & _PERSON and (
             (index < last - 1 and words[index + 1] in _OF and words[index + 2] not in _STILL_MEL)
             or (index and words[index - 1] in _OWNER)
