@@ -505,7 +505,8 @@ class Score:
             weight = weights.get(name, 0.0)
             if weight > 0:
                 total += weight * 2 if name in self.twice else weight
-            elif weight < 0 and _BIT.get(name, 0) & words:
+            elif weight < 0 and name != "partner" and _BIT.get(name, 0) & words:
+                # (not the partner: "pelo amor de deus" takes it off)
                 total += weight
         return total
 
