@@ -46,6 +46,7 @@ _RULES: Final = Rules(Terms(()), RULES)
 # Talk that is a plan, not a request: removed before RULES run.
 NOT_REQUESTS: Final[tuple[Pattern, ...]] = patterns("human.neutralise.patterns")
 NOT_REQUEST_KEYS: Final = frozenset[str]().union(*(p.keys for p in NOT_REQUESTS))
+_NOT_REQUESTS: Final = Rules(Terms(()), NOT_REQUESTS)
 
 
 def _alternation(terms: Terms) -> str:
@@ -66,10 +67,9 @@ def wants_human(text: str, tokens: Collection[str]) -> bool:
         words = tokens if isinstance(tokens, list) else text.split()
         return not HUMAN.quiet(words) and plain_score(HUMAN, words) >= HUMAN.threshold
     if not NOT_REQUEST_KEYS.isdisjoint(tokens):
-        for pattern in NOT_REQUESTS:
-            if not pattern.keys.isdisjoint(tokens):
-                text = pattern.regex.sub("  ", text)
-        tokens = text.split()
+        cleaned = _NOT_REQUESTS.sub("  ", text, tokens)  # (keys and requires, as everywhere)
+        if cleaned != text:
+            text, tokens = cleaned, cleaned.split()
     if _RULES.search(text, tokens, ""):
         return True
     if not BARE_KEYS.isdisjoint(tokens) and BARE.fullmatch(text) is not None:
