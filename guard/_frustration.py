@@ -53,8 +53,9 @@ import re
 from collections.abc import Callable, Collection
 from typing import Final
 
+from guard._blame import blamed
 from guard._lexicon import Terms, rules, tokens_of
-from guard._signals import FRUSTRATION, blamed, glad, score
+from guard._signals import FRUSTRATION, glad, score
 from guard._text import emoji_set, has_emoji, normalized_words
 from guard._typos import fix_typos
 

@@ -15,9 +15,9 @@ matches "decepcionei", "decepção", "decepcionante"; ``except`` lists the words
 not catch) and ``phrases``. [score.frustration] gives each hint a weight and sets the
 threshold. Here is only how they are read:
 
-* each word's hints are a bit mask, computed once per word and cached, so a message costs
-  a dictionary lookup per word (and a message made only of words with no hint that can
-  raise a score costs one set operation: ``triggered``);
+* each word's hints are a bit mask (``_masks.mask_of``), computed once per word and
+  cached, so a message costs a dictionary lookup per word (and a message made only of
+  words with no hint that can raise a score costs one set operation: ``triggered``);
 * ``failure`` is a ``negation`` followed within three words by a ``capability`` verb ("não
   sabe", "nem isso vc consegue", "nunca me entende"), with only ``between`` words between;
 * a word of ``target`` stops pointing at mel in "o app do banco" (``theirs``) and in "meu
@@ -28,8 +28,8 @@ threshold. Here is only how they are read:
 * praise with irony, an eye-roll, a failure, an error or a negative word — or applauded
   without thanks — is ``sarcasm``; thanks with an eye-roll are no ``cheer``;
 * "não foi X, foi Y" is a ``correction`` of mel's answer, and one of mel's ``deed``s opening
-  a clause or right after a word for mel, outside a question, is ``blame`` ("vc mudou pra
-  800 sozinha 😑", "tá de sacanagem, somou 3 vezes a mesma compra"): both point at mel;
+  a clause or right after a word for mel, outside a question, is ``blame`` (``_blame``: "vc
+  mudou pra 800 sozinha 😑", "tá de sacanagem, somou 3 vezes a mesma compra"): both point at mel;
   blamed for doing it again ("tu jogou no cartão, toda vez isso") it is ``recurring``.
 
 The score is the sum of the weights of the hints present (each counted once, those of
@@ -55,12 +55,22 @@ bit masks, one set operation for a message of quiet words — can reach the thre
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Final
 
+from guard._blame import blamed
 from guard._data import LexiconError, strings, table
-from guard._lexicon import _RANK, _terms_of
-from guard._text import emoji_set, has_emoji, normalized_words
+from guard._lexicon import _terms_of
+from guard._masks import BIT as _BIT
+from guard._masks import CACHE as _CACHE
+from guard._masks import CACHE_LIMIT as _CACHE_LIMIT
+from guard._masks import NAMES as _NAMES
+from guard._masks import PHRASE_BIT as _PHRASE_BIT
+from guard._masks import PHRASE_BITS_OF as _PHRASE_BITS_OF
+from guard._masks import PHRASES as _PHRASES
+from guard._masks import bits as _bits
+from guard._masks import mask_of, register, signal_names
+from guard._text import emoji_set, has_emoji
 
 __all__ = [
     "FRUSTRATION",
@@ -76,130 +86,14 @@ __all__ = [
     "signal_names",
 ]
 
-_STEM_MIN: Final = 3
-_STEM_MAX: Final = 12
-_CACHE_LIMIT: Final = 50_000
-_FIELDS: Final = frozenset(("words", "stems", "phrases", "except"))
-
-
-def _names() -> tuple[str, ...]:
-    return tuple(table("signals"))
-
-
-#: The signal classes of lexicon.toml [signals], in file order; bit ``i`` is ``_NAMES[i]``.
-_NAMES: Final = _names()
-_BIT: Final = {name: 1 << index for index, name in enumerate(_NAMES)}
-#: A word that files phrases: the message must be checked for them.
-_PHRASE_BIT: Final = 1 << len(_NAMES)
 _TARGET: Final = _BIT.get("target", 0)
-_DEED: Final = _BIT.get("deed", 0)
 _PARTNER: Final = _BIT.get("partner", 0)
-_THIRD: Final = _BIT.get("third", 0)
 _NEGATION: Final = _BIT.get("negation", 0)
 _CAPABILITY: Final = _BIT.get("capability", 0)
 _NEGATIVE: Final = _BIT.get("negative", 0)
 _SELF: Final = _BIT.get("self", 0)
 _PERSON: Final = _BIT.get("person", 0) | _BIT.get("staff", 0)
 _OWNER: Final = frozenset(("meu", "minha", "meus", "minhas", "nosso", "nossa"))
-
-
-def signal_names() -> tuple[str, ...]:
-    """The signal classes lexicon.toml defines."""
-    return _NAMES
-
-
-_Phrases = dict[str, tuple[tuple[str, int], ...]]
-
-
-def _load() -> tuple[dict[str, int], dict[str, int], frozenset[str], _Phrases]:
-    """word → bits, stem → bits, "name:word" stems must not catch, phrases by key word."""
-    words: dict[str, int] = {}
-    stems: dict[str, int] = {}
-    never: set[str] = set()
-    phrases: dict[str, list[tuple[str, int]]] = {}
-    common = frozenset(_terms_of("score.common", strings("score.common")))
-    for name in _NAMES:
-        node = table(f"signals.{name}")
-        unknown = set(node) - _FIELDS
-        if unknown:
-            raise LexiconError(
-                f"lexicon.toml: 'signals.{name}' has unknown fields {sorted(unknown)}"
-            )
-        bit = _BIT[name]
-        for stem in _terms_of(f"signals.{name}.stems", node.get("stems", [])):
-            if " " in stem or not _STEM_MIN <= len(stem) <= _STEM_MAX:
-                raise LexiconError(
-                    f"lexicon.toml: 'signals.{name}.stems': {stem!r} must be one word of "
-                    f"{_STEM_MIN}-{_STEM_MAX} letters"
-                )
-            stems[stem] = stems.get(stem, 0) | bit
-        for word in _terms_of(f"signals.{name}.except", node.get("except", [])):
-            never.add(f"{name}:{word}")
-        listed = _terms_of(f"signals.{name}.words", node.get("words", []))
-        listed += _terms_of(f"signals.{name}.phrases", node.get("phrases", []))
-        for term in listed:
-            if " " not in term:
-                words[term] = words.get(term, 0) | bit
-                continue
-            # filed under its rarest word, as lexicon term lists are
-            parts = term.split()
-            rare = [w for w in parts if w not in _RANK and w not in common]
-            if rare:
-                key = max(rare, key=len)
-            else:  # all common: the last one the guard's own list does not rank
-                unranked = [w for w in parts if w not in _RANK]
-                key = unranked[-1] if unranked else max(parts, key=_RANK.__getitem__)
-            phrases.setdefault(key, []).append((f" {term} ", bit))
-    return words, stems, frozenset(never), {k: tuple(v) for k, v in phrases.items()}
-
-
-_WORDS, _STEMS, _NEVER, _PHRASES = _load()
-# a word filing phrases → the signals of those phrases
-_PHRASE_BITS_OF: Final = {key: sum({bit for _, bit in found}) for key, found in _PHRASES.items()}
-_CACHE: dict[str, int] = {}
-
-
-def _compute(word: str) -> int:
-    mask = _WORDS.get(word, 0)
-    for length in range(_STEM_MIN, min(len(word), _STEM_MAX) + 1):
-        found = _STEMS.get(word[:length])
-        if found:
-            mask |= found
-    if mask and _NEVER:
-        for name in _NAMES:
-            if mask & _BIT[name] and f"{name}:{word}" in _NEVER:
-                mask &= ~_BIT[name]
-    if word in _PHRASES:
-        mask |= _PHRASE_BIT
-    return mask
-
-
-def mask_of(word: str) -> int:
-    """The signals of one normalised word, as bits (cached; a new word is also sorted into
-    each score's quiet words, see ``Score.bound``)."""
-    found = _CACHE.get(word)
-    if found is None:
-        if len(_CACHE) > _CACHE_LIMIT:
-            _CACHE.clear()
-            for score in _SCORES:
-                score.quiet_words.clear()
-        found = _CACHE[word] = _compute(word)
-        for score in _SCORES:
-            score.sort(word, found)
-    return found
-
-
-# every Score made, so that new words are sorted for each
-_SCORES: list[Score] = []
-
-
-def _bits(names: Sequence[str], where: str) -> int:
-    mask = 0
-    for name in names:
-        if name not in _BIT:
-            raise LexiconError(f"lexicon.toml: '{where}' names an unknown signal {name!r}")
-        mask |= _BIT[name]
-    return mask
 
 
 def _emoji_classes() -> dict[str, frozenset[str]]:
@@ -228,14 +122,6 @@ _CORRECTION: Final = re.compile(
     r"\bnao (?:foi|e|era|eram|foram) (?!contigo|com |voce|tu )"
     r"(?:\w+ ){1,3}?(?:foi|e|era|eram|foram|sim) \w+"
 )
-# mel blamed for something it did ("vc mudou pra 800 sozinha 😑", "tu jogou no cartão",
-# "apagou meu lançamento DE NOVO"): one of mel's deeds ([signals.deed]) opening a clause or
-# right after a word for mel ([score.blame]: "vc já lançou", "tu me botou")
-_MEL_WORDS: Final = frozenset(_terms_of("score.blame.after", strings("score.blame.after")))
-_BLAME_BETWEEN: Final = frozenset(_terms_of("score.blame.between", strings("score.blame.between")))
-# a clause that asks ("vc registrou o mercado? que raiva do preço do tomate"): no blame
-_QUESTION: Final = re.compile(r"[^.!?\n]*\?")
-_CLAUSE_BREAK: Final = re.compile(r"[.,;:!\n]")
 _A: Final = frozenset(("um", "uma"))
 _IS: Final = frozenset(("e", "era", "parece", "virou", "sou", "ta", "fica", "ficou", "seja", "foi"))
 # what the scorer computes itself, besides the [signals] and the emoji classes
@@ -402,7 +288,7 @@ class Score:
         self.quiet_words: Final[set[str]] = set()
         self._quiet = self.quiet_words
         self._bounds: dict[tuple[int, int], float] = {}
-        _SCORES.append(self)
+        register(self)
         self._short: Final = max(self.weights.get("short", 0.0), 0.0)
 
     def sort(self, word: str, mask: int) -> None:
@@ -642,43 +528,6 @@ _NAMES_OF: dict[int, tuple[str, ...]] = {}
 def _near(reading: Reading, distance: int) -> bool:
     """Whether a mood word is within ``distance`` words of a word pointing at mel."""
     return any(abs(t - m) <= distance for t in reading.target_at for m in reading.mood_at)
-
-
-def blamed(words: list[str], raw: str) -> bool:
-    """Whether one of mel's deeds opens a clause of the message ("tá de sacanagem, somou 3
-    vezes a mesma compra") or follows a word for mel, outside a question; or follows "e" in
-    a message naming nobody else ("importei o extrato e duplicou tudo", not "paguei a luz e
-    mudou o valor, que raiva da enel")."""
-    if not any(mask_of(w) & _DEED for w in words):
-        return False
-    after_and = not any(mask_of(w) & _THIRD for w in words)
-    if "?" not in raw and not _CLAUSE_BREAK.search(raw):
-        return _deed_blamed(words, after_and)
-    statements = _QUESTION.sub(" ", raw) if "?" in raw else raw
-    before: list[str] = []
-    for part in _CLAUSE_BREAK.split(statements):
-        clause = normalized_words(part)
-        if not clause:
-            continue
-        # a deed after a clause naming someone else is theirs ("meu sócio é uma enganação,
-        # sumiu com 2 mil")
-        if _deed_blamed(clause, after_and) and not any(mask_of(w) & _THIRD for w in before):
-            return True
-        before = clause
-    return False
-
-
-def _deed_blamed(words: list[str], after_and: bool) -> bool:
-    """``blamed`` within one clause."""
-    for index, word in enumerate(words):
-        if mask_of(word) & _DEED and (
-            index == 0
-            or words[index - 1] in _MEL_WORDS
-            or (index > 1 and words[index - 2] in _MEL_WORDS and words[index - 1] in _BLAME_BETWEEN)
-            or (after_and and words[index - 1] == "e")
-        ):
-            return True
-    return False
 
 
 def _total(scorer: Score, counts: dict[str, int], mood_counts: bool) -> float:
