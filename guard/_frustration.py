@@ -160,6 +160,7 @@ class Message:
         "_glad",
         "_human",
         "_kept",
+        "_scored",
         "padded",
         "raw",
         "text",
@@ -175,6 +176,7 @@ class Message:
         self._kept: list[str] | None = None
         self._human: bool | None = None
         self._glad: bool | None = None
+        self._scored: tuple[float, dict[str, int]] | None = None
 
     def asks_for_person(self, wants_human: Callable[[str, Collection[str]], bool]) -> bool:
         """``wants_human`` of this message (computed once)."""
@@ -190,6 +192,13 @@ class Message:
                 words = NEUTRALISE.sub("  ", self.text, words).split()
             self._kept = words
         return self._kept
+
+    def scored(self) -> tuple[float, dict[str, int]]:
+        """Its weak signals' score and the signals it was made of (``_signals.score`` of
+        ``kept``; computed once)."""
+        if self._scored is None:
+            self._scored = score(FRUSTRATION, self.kept(), self.raw, self.elsewhere)
+        return self._scored
 
     def elsewhere(self) -> bool:
         """Whether it is (also) about something other than mel (computed once)."""
@@ -221,8 +230,7 @@ def is_frustrated(
     words, margin = (message.tokens, _SHORT) if known is None else (known, 0.0)
     if FRUSTRATION.bound(words, message.raw) + margin < FRUSTRATION.threshold:
         return verdict
-    kept = message.kept()
-    total, counts = score(FRUSTRATION, kept, message.raw, message.elsewhere)
+    total, counts = message.scored()
     if total < FRUSTRATION.threshold or glad(FRUSTRATION, counts):
         return verdict
     # with a request for a person, only a higher score is frustration
@@ -237,9 +245,8 @@ def _glad(message: Message) -> bool:
     """Whether the message praises or thanks with nothing sour (``_signals.glad``; computed
     once)."""
     if message._glad is None:
-        kept, raw = message.kept(), message.raw
-        message._glad = FRUSTRATION.may_be_glad(kept, raw) and glad(
-            FRUSTRATION, score(FRUSTRATION, kept, raw, message.elsewhere)[1]
+        message._glad = FRUSTRATION.may_be_glad(message.kept(), message.raw) and glad(
+            FRUSTRATION, message.scored()[1]
         )
     return message._glad
 

@@ -31,6 +31,14 @@ person or a robot is a human request; and loops are compared by meaning — see
 also read as weak hints with hand-set weights (``_signals``), for the phrasings no pattern
 names. Every word list, phrase pattern, synonym group and weight is in
 ``guard/lexicon.toml``.
+
+Behind the rules sits a small trained model (``_model``, weights in ``guard/model.json``,
+made by ``python -m guard.train``): only when no rule fires may it call the last user message
+frustrated or a request for a person, with the same canonical reply. It reads the message's
+words and the rules' signals (``_features``), and only messages with something a rule looks at
+(a key word, an emoji, "!!!", a weak signal): on the corpus and eight unseen batches, messages
+with none of those gave it 2 right verdicts in 12,944, at twice the cost of each. It never
+overrides a rule, and it never says loop.
 """
 
 from __future__ import annotations
@@ -40,9 +48,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final, Literal, Protocol
 
+from guard._features import model_input
 from guard._frustration import ANY_KEYS, CORRECTS, EMOJI, Message, is_frustrated
-from guard._human import KEYS, wants_human
+from guard._human import KEYS, talks_of_others, wants_human
 from guard._loop import is_loop, repeats
+from guard._model import model_kind
 from guard._responses import (
     GUARD_RESPONSE_FRUSTRATED,
     GUARD_RESPONSE_HUMAN_REQUEST,
@@ -179,6 +189,18 @@ def _last_user_texts_fast(messages: Sequence[MessageLike], limit: int) -> list[s
     return texts
 
 
+def _by_model(raw: str, plain: list[str], message: Message | None) -> GuardVerdict:
+    """The model's verdict where no rule fired (the rules' own: same kinds, same replies).
+    Like the rules, it never calls praise or thanks with nothing sour frustration, nor talk
+    the rules set aside as no request (someone else's plan or advice, curiosity) a request
+    for a person."""
+    words, glad = model_input(raw, plain, message)
+    kind = model_kind(words)
+    if kind == "human-request":
+        return _PASS if talks_of_others(" ".join(plain), plain) else _HUMAN_REQUEST
+    return _FRUSTRATED if kind == "frustrated" and not glad else _PASS
+
+
 class ConversationGuard:
     """The guard. Stateless: call ``ConversationGuard.evaluate(...)`` directly."""
 
@@ -197,7 +219,8 @@ class ConversationGuard:
         raw = texts[0]
         if len(raw) > MAX_CHARS:
             raw = clip(raw)
-        words = normalized_words(raw)
+        # the model reads the words as normalised, before typo fixes (as it was trained)
+        words = plain = normalized_words(raw)
         if len(words) <= TYPO_MAX_WORDS or not MEL_WORDS.isdisjoint(words):
             words = fix_typos(words)  # "esse bot nao fucniona", "falr com atendnte"
         if (
@@ -228,4 +251,5 @@ class ConversationGuard:
             return _HUMAN_REQUEST
         if loop_on and len(texts) == 3 and is_loop(message.text, texts[1], texts[2], "?" in raw):
             return _LOOP
-        return _PASS
+        # no rule fired: the model may still
+        return _by_model(raw, plain, message if words == plain else None)

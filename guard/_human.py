@@ -38,7 +38,7 @@ from typing import Final
 from guard._lexicon import Pattern, Rules, Terms, patterns
 from guard._signals import HUMAN, plain_score
 
-__all__ = ["wants_human"]
+__all__ = ["talks_of_others", "wants_human"]
 
 KEYS: Final = Terms.at("human.keys").keys
 RULES: Final[tuple[Pattern, ...]] = patterns("human.patterns")
@@ -77,3 +77,9 @@ def wants_human(text: str, tokens: Collection[str]) -> bool:
     # no pattern: who is asked for, how, by what line and whose (see ``_signals``)
     words = tokens if isinstance(tokens, list) else text.split()
     return plain_score(HUMAN, words) >= HUMAN.threshold
+
+
+def talks_of_others(text: str, tokens: Collection[str]) -> bool:
+    """Whether the normalised ``text`` holds talk that is no request ([human.neutralise]:
+    someone else's plan or advice, curiosity, a story)."""
+    return not NOT_REQUEST_KEYS.isdisjoint(tokens) and _NOT_REQUESTS.search(text, tokens, "")

@@ -1,0 +1,32 @@
+"""What the guard's fallback model (``guard._model``) reads of a message, shared by the
+guard at run time and by ``guard.train``."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from guard._frustration import Message
+from guard._signals import FRUSTRATION, glad
+
+__all__ = ["SIGNAL", "model_input", "model_words"]
+
+#: How a signal's token starts (no normalised word has it).
+SIGNAL: Final = "§"
+
+
+def model_words(raw: str, words: list[str], message: Message | None = None) -> list[str]:
+    """The message's normalised ``words`` (before typo fixes) and a ``§name`` token per
+    signal of the rules' frustration score (``Message.scored``). ``message``, when
+    given, is the guard's reading of the same words (what it computed is reused)."""
+    return model_input(raw, words, message)[0]
+
+
+def model_input(
+    raw: str, words: list[str], message: Message | None = None
+) -> tuple[list[str], bool]:
+    """``model_words`` and whether those signals are praise or thanks with nothing sour
+    (``guard._signals.glad``: the rules never call such a message frustrated)."""
+    if message is None:
+        message = Message(raw, words)
+    counts = message.scored()[1]
+    return words + [SIGNAL + name for name in sorted(counts)], glad(FRUSTRATION, counts)
