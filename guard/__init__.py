@@ -10,6 +10,12 @@ See ``guard._guard`` for the choices made where the spec contradicts its scenari
 ``guard/lexicon.toml`` for every word list, phrase pattern and synonym group (and how to
 extend them), ``accepts_human_offer`` for the yes to the loop reply's offer of a person, and
 ``python -m guard.eval CORPUS.jsonl`` to score the guard on a labelled corpus.
+
+Behind the rules sits a small trained model (``guard._model``, ``guard/model.json``). It is
+asked only when no rule fires on a message that holds something a rule looks at, and it may
+then say frustrated or human-request, with the same reply; it reads the words and the rules'
+signals (``guard._features``), and never takes back what a rule set aside. After adding
+corpus lines, retrain it with ``python -m guard.train tests/data/guard_corpus.jsonl``.
 """
 
 from guard._asks import asks_for_person

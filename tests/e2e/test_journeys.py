@@ -443,7 +443,7 @@ async def test_journey6_a_classifier_handoff_is_reachable_with_stickiness_left_u
 ) -> None:
     gw: Gateway = await start_gateway(support_token=TOKEN, **stickiness_unset())
     classifier_says(fake_llm, "HUMAN_HANDOFF")
-    assert await say(gw, fake_twilio, "prefiro que vejam isso aí do lado de vocês") == [
+    assert await say(gw, fake_twilio, "acho que esse caso precisa de um olhar de vocês") == [
         HANDOFF_MESSAGE
     ]
     requested = await gw.wait_events("session.human_handoff.requested", 1)

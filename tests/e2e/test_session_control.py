@@ -92,7 +92,7 @@ async def test_classifier_handoff_mutes_the_bot_when_support_is_there(
 ) -> None:
     gw: Gateway = await start_gateway(enable_route_stickiness=True, support_token="t")
     classifier_says(fake_llm, "HUMAN_HANDOFF")
-    await gw.twilio("prefiro que vejam isso aí do lado de vocês")
+    await gw.twilio("acho que esse caso precisa de um olhar de vocês")
     sent = await fake_twilio.wait_for_messages(1)
     assert sent[0]["Body"] == gw.settings.human_handoff_message
     requested = await gw.wait_events("session.human_handoff.requested", 1)
