@@ -8,24 +8,20 @@ from typing import Final
 from guard._frustration import Message
 from guard._signals import FRUSTRATION, glad
 
-__all__ = ["SIGNAL", "model_input", "model_words"]
+__all__ = ["SIGNAL", "model_input"]
 
 #: How a signal's token starts (no normalised word has it).
 SIGNAL: Final = "§"
 
 
-def model_words(raw: str, words: list[str], message: Message | None = None) -> list[str]:
-    """The message's normalised ``words`` (before typo fixes) and a ``§name`` token per
-    signal of the rules' frustration score (``Message.scored``). ``message``, when
-    given, is the guard's reading of the same words (what it computed is reused)."""
-    return model_input(raw, words, message)[0]
-
-
 def model_input(
     raw: str, words: list[str], message: Message | None = None
 ) -> tuple[list[str], bool]:
-    """``model_words`` and whether those signals are praise or thanks with nothing sour
-    (``guard._signals.glad``: the rules never call such a message frustrated)."""
+    """What the model reads of a message: its normalised ``words`` (before typo fixes) and a
+    ``§name`` token per signal of the rules' frustration score (``Message.scored``); and
+    whether those signals are praise or thanks with nothing sour (``guard._signals.glad``:
+    the rules never call such a message frustrated). ``message``, when given, is the guard's
+    reading of the same words (what it computed is reused)."""
     if message is None:
         message = Message(raw, words)
     counts = message.scored()[1]

@@ -1,7 +1,7 @@
 """The guard's fallback model: a small logistic regression behind the rules.
 
 Only when no rule fires does the guard ask ``model_kind`` whether the last user message is
-frustrated or a request for a person. The model reads ``guard._features.model_words``: the
+frustrated or a request for a person. The model reads ``guard._features.model_input``: the
 message's words as ``guard._text.normalized_words`` gives them (before typo fixes), plus one
 ``§name`` token per signal the rules' frustration score found in it (praise, thanks, blame,
 a word for mel, something else the message is about ...), so it weighs the rules' readings

@@ -3,7 +3,7 @@
 The model (``guard/_model.py``) sits behind the rules: only when the rules find nothing may
 it call a message frustrated or a request for a person. It is a multinomial logistic
 regression with three classes (frustrated, human-request, other = none + loop) over the
-last user message's ``guard._features.model_words``: its words as the guard normalises them,
+last user message's ``guard._features.model_input``: its words as the guard normalises them,
 and a ``§name`` token per signal the rules' frustration score found (praise, thanks, blame,
 a word for mel, something else the message is about ...):
 
@@ -58,7 +58,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from guard._features import model_words
+from guard._features import model_input
 from guard._text import normalized_words
 from guard.eval import CorpusError, load_corpus
 
@@ -206,14 +206,12 @@ def thresholds(examples: Sequence[Example]) -> dict[str, float]:
 
 def examples_of(corpus: str | Path) -> list[Example]:
     """(words of the last message, class) per corpus case, in file order."""
-    cases = load_corpus(corpus)
-    return [
-        (
-            model_words(c.messages[-1], normalized_words(c.messages[-1])),
-            CLASSES.index(_class(c.label)),
-        )
-        for c in cases
-    ]
+    examples: list[Example] = []
+    for case in load_corpus(corpus):
+        raw = case.messages[-1]
+        words = model_input(raw, normalized_words(raw))[0]
+        examples.append((words, CLASSES.index(_class(case.label))))
+    return examples
 
 
 def _class(label: str) -> str:
@@ -243,7 +241,7 @@ def render(model: Model, limits: dict[str, float], corpus_name: str, cases: int)
         "corpus": corpus_name,
         "cases": cases,
         "features": {
-            "input": "guard._features.model_words(last user message): normalised words "
+            "input": "guard._features.model_input(last user message): normalised words "
             "and a §name token per signal of the frustration score",
             "prefix": PREFIX,
         },
