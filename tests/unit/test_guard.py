@@ -302,6 +302,8 @@ def test_no_user_message_no_preempt() -> None:
         "me passa pra um de vcs",
         "responde ai alguem da equipe, pfv",
         "tem como eu falar com quem criou a mel?",
+        "sei que vc é um robô, então quem é a pessoa que eu procuro pra resolver o estorno?",
+        "posso falar com a mesma moça que me atendeu semana passada?",
     ],
 )
 def test_human_requests_phrased_many_ways(text: str) -> None:
@@ -329,6 +331,10 @@ def test_human_requests_phrased_many_ways(text: str) -> None:
         "qual o telefone da loja? preciso trocar o presente",
         "a loja disse pra falar com o suporte deles pra trocar a tv",
         "minha mae vive dizendo q eu preciso falar com um especialista em investimento",
+        # a person only supposed, someone's job, help already given
+        "se eu quisesse falar com um humano eu pedia kkkk tô gostando de conversar com vc",
+        "minha nora trabalha com suporte técnico numa empresa de telefonia",
+        "o pessoal do suporte de vocês me ajudou semana passada, foram super atenciosos",
     ],
 )
 def test_talk_about_other_people_is_not_a_human_request(text: str) -> None:
@@ -372,6 +378,10 @@ def test_talk_about_other_people_is_not_a_human_request(text: str) -> None:
         "perdi 20 min aqui com vc pra nada",
         "excluí minha conta, tchau",
         "nossa q rapidez pra errar hein 👏👏👏",
+        # formal irony, "not even for that", the basics got wrong
+        "Agradecido pela atenção dispensada, que foi nenhuma.",
+        "nem pra separar o que é meu e o que é dele vc serve",
+        "me explica como um app de finanças consegue errar uma conta de somar",
     ],
 )
 def test_frustration_without_the_spec_word_list(text: str) -> None:
@@ -450,6 +460,7 @@ def test_capitals_that_correct_what_mel_was_told_are_shouting() -> None:
         "mds, finalmente organizei tudo, obrigada mel",
         "app bom demais, sério mesmo",
         "5 estrelas pra vocês",
+        "eita mel, tu é arretada! já separou tudo certinho do mês",
     ],
 )
 def test_praise_or_thanks_with_nothing_sour_is_no_frustration(joy: str) -> None:

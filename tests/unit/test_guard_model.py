@@ -45,13 +45,13 @@ def rules_alone(
         return evaluate(*texts, past=past).kind
 
 
-# Rule misses of the blind batches 74-81, which the model caught before it was trained on them.
+# Rule misses of the blind batches 74-86, which the model caught before it was trained on them.
 @pytest.mark.parametrize(
     ("text", "kind"),
     [
         ("sério que vc categorizou a farmácia como lazer? kkkkk piada", "frustrated"),
         ("tô pagando premium pra isso? tá de palhaçada", "frustrated"),
-        ("vou pensar bem se renovo a assinatura mês que vem viu", "frustrated"),
+        ("se vc fosse funcionário já tinha sido demitido faz tempo", "frustrated"),
         ("essa tal de inteligência artificial só se for no nome né", "frustrated"),
         ("me coloca em contato com quem cuida das assinaturas", "human-request"),
         ("oi mel td bem? me ve um atendente ai rapidinho", "human-request"),
