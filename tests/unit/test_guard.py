@@ -203,6 +203,9 @@ def test_follow_ups_and_acknowledgements_are_not_a_loop(texts: tuple[str, ...]) 
         ("registra 89,90 de farmacia", "anota ai farmacia 89,90", "lança 89,90 da drogasil"),
         ("quanto a gente economizou", "economia do mes?", "quanto guardamos?"),
         ("quanto que eu gastei e a Paula?", "o gasto de cada um", "gastos separados da Paula"),
+        # across languages, and what the couple owes
+        ("me lembra de pagar a luz dia 10", "set a reminder: electricity bill", "lembrete da luz?"),
+        ("to no vermelho?", "minha conta tá negativa?", "mel eu to devendo no banco ou não"),
     ],
 )
 def test_rephrasings_of_one_question_are_a_loop(texts: tuple[str, ...]) -> None:
@@ -304,6 +307,10 @@ def test_no_user_message_no_preempt() -> None:
         "tem como eu falar com quem criou a mel?",
         "sei que vc é um robô, então quem é a pessoa que eu procuro pra resolver o estorno?",
         "posso falar com a mesma moça que me atendeu semana passada?",
+        "quero falar com o comercial, tenho interesse no plano pra empresa",
+        "mel, me conecta com o pessoal do help desk?",
+        "callback pfv, qualquer hora depois das 18h",
+        "is there a human here? 🙏",
     ],
 )
 def test_human_requests_phrased_many_ways(text: str) -> None:
@@ -335,6 +342,7 @@ def test_human_requests_phrased_many_ways(text: str) -> None:
         "se eu quisesse falar com um humano eu pedia kkkk tô gostando de conversar com vc",
         "minha nora trabalha com suporte técnico numa empresa de telefonia",
         "o pessoal do suporte de vocês me ajudou semana passada, foram super atenciosos",
+        "o gerente do banco quer marcar reunião comigo pra oferecer empréstimo",
     ],
 )
 def test_talk_about_other_people_is_not_a_human_request(text: str) -> None:
@@ -382,6 +390,8 @@ def test_talk_about_other_people_is_not_a_human_request(text: str) -> None:
         "Agradecido pela atenção dispensada, que foi nenhuma.",
         "nem pra separar o que é meu e o que é dele vc serve",
         "me explica como um app de finanças consegue errar uma conta de somar",
+        "mel vc me deu prejuízo, lançou a venda do cliente como despesa",
+        "pfv mel só uma vez na vida acerta alguma coisa 🙏🙏",
     ],
 )
 def test_frustration_without_the_spec_word_list(text: str) -> None:

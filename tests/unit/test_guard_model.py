@@ -51,7 +51,7 @@ def rules_alone(
     [
         ("sério que vc categorizou a farmácia como lazer? kkkkk piada", "frustrated"),
         ("tô pagando premium pra isso? tá de palhaçada", "frustrated"),
-        ("se vc fosse funcionário já tinha sido demitido faz tempo", "frustrated"),
+        ("tu é um robô de finanças que não sabe o que é fatura? fala sério", "frustrated"),
         ("essa tal de inteligência artificial só se for no nome né", "frustrated"),
         ("me coloca em contato com quem cuida das assinaturas", "human-request"),
         ("oi mel td bem? me ve um atendente ai rapidinho", "human-request"),
