@@ -343,6 +343,7 @@ def test_human_requests_phrased_many_ways(text: str) -> None:
         "minha nora trabalha com suporte técnico numa empresa de telefonia",
         "o pessoal do suporte de vocês me ajudou semana passada, foram super atenciosos",
         "o gerente do banco quer marcar reunião comigo pra oferecer empréstimo",
+        "você tem atendimento humano? não preciso agora não, só curiosidade mesmo",
     ],
 )
 def test_talk_about_other_people_is_not_a_human_request(text: str) -> None:
