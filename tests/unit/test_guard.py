@@ -393,6 +393,7 @@ def test_talk_about_other_people_is_not_a_human_request(text: str) -> None:
         "me explica como um app de finanças consegue errar uma conta de somar",
         "mel vc me deu prejuízo, lançou a venda do cliente como despesa",
         "pfv mel só uma vez na vida acerta alguma coisa 🙏🙏",
+        "a gente vai no reclame aqui falar desse app",
     ],
 )
 def test_frustration_without_the_spec_word_list(text: str) -> None:
@@ -423,6 +424,8 @@ def test_frustration_without_the_spec_word_list(text: str) -> None:
         "porra meu cartao foi clonado, me mostra as ultimas compras do inter",
         "minha sogra pediu 500 emprestado de novo 🙄 anota como emprestimo pra ela",
         "que ótimo, o mercado aumentou de novo",
+        "a loja cobrou 2x a geladeira, já abri reclamação no reclame aqui. deixa só um lançamento",
+        "o RH errou meu holerite de novo. Já mandei email pra ela. Que raiva. Mel, registra 4.620",
         # the partner, not mel; another app; another company's stars
         "amor vc é mt burro, gastou 300 no bar 🙄 mel anota isso",
         "desinstalei o app do ifood pra parar de gastar kkkk quanto gastei la esse mes?",
