@@ -10,7 +10,8 @@ threshold, else ``None``; the rules are never overridden.
 
 The weights and thresholds are ``guard/model.json``, read once at import. It is generated
 by ``python -m guard.train tests/data/guard_corpus.jsonl`` (see ``guard.train`` for the
-model and how the thresholds are chosen); retrain after adding corpus lines.
+model and how the thresholds are chosen); retrain after adding corpus lines or editing the
+normalisation or the signals (``python -m guard.train CORPUS --check-inputs`` says when).
 
 Each weight is one complex number: real = w_frustrated - w_other, imag = w_human - w_other,
 so scoring is one complex sum over dict lookups (a known word's entry already holds its
