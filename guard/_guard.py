@@ -233,8 +233,7 @@ class ConversationGuard:
             and (_H_QUIET.issuperset(words) or HUMAN.bound(words, "") < _H_THRESHOLD)
         ):
             # no word, emoji or shouting any detector looks at: only a loop is possible
-            asks = "?" in raw
-            if loop_on and len(texts) == 3 and is_loop(" ".join(words), texts[1], texts[2], asks):
+            if loop_on and len(texts) == 3 and is_loop(" ".join(words), texts[1], texts[2]):
                 return _LOOP
             return _PASS
         message = Message(raw, words)
@@ -249,7 +248,7 @@ class ConversationGuard:
             return _FRUSTRATED
         if message.asks_for_person(wants_human):
             return _HUMAN_REQUEST
-        if loop_on and len(texts) == 3 and is_loop(message.text, texts[1], texts[2], "?" in raw):
+        if loop_on and len(texts) == 3 and is_loop(message.text, texts[1], texts[2]):
             return _LOOP
         # no rule fired: the model may still
         return _by_model(raw, plain, message if words == plain else None)

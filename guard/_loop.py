@@ -35,11 +35,12 @@ maio" / "gastos com natação em maio": one template asked about two things).
 The loop needs the caller's ``past_turns_without_tool_call >= 2`` and the last *three* user
 messages to be one question: at least two of the three pairs similar, and the third pair
 neither conflicting nor a follow-up (a rephrasing can share a word with each of the others
-and none with the third) — or the two earlier ones similar and the last a question (it
-has "?") about no topic the lexicon knows that conflicts with neither: the couple asking a
-third time in words no synonym group holds ("tem grana sobrando ainda?"). The bot has
-already failed twice, so a same-topic test is safer than it looks; without the signal the
-detector stays off.
+and none with the third) — or one pair similar and no pair conflicting or a follow-up, all
+three saying something: the couple asking again in words no synonym group ties to the
+others ("quanto custa a assinatura?" / "qual o valor do plano?" / "to perguntando o preço
+pra continuar usando"), unless the last one says the answer came ([loop] ``answered``: "ah
+vi aqui, valeu mel"). The bot has already failed twice, so a same-topic test is safer than
+it looks; without the signal the detector stays off.
 """
 
 from __future__ import annotations
@@ -199,6 +200,8 @@ _RELATED: Final = _related()
 _FOLLOW_UP: Final = tuple(f"{normalize(start)} " for start in strings("loop.follow_up"))
 _NOT_FOLLOW_UP: Final = tuple(f"{normalize(s)} " for s in strings("loop.not_follow_up"))
 _STOP_TERMS: Final = Terms.at("loop.stop")
+# The couple says the answer came ("ah vi aqui, valeu"): not asking again.
+_ANSWERED: Final = Terms.at("loop.answered")
 _STOP: Final = _STOP_TERMS.words
 _STOP_PHRASES: Final = _STOP_TERMS.phrases
 CONFLICTING_INTENTS: Final = frozenset(strings("loop.conflicting_intents"))
@@ -429,12 +432,22 @@ def _linked(a: Meaning, b: Meaning) -> bool:
     return not (a.follow_up or b.follow_up or _conflict(a, b))
 
 
-def is_loop(last: str, previous: str, before: str, asks: bool = False) -> bool:
-    """Whether the last three user messages are pairwise similar.
+def _new_topic(a: Meaning, others: frozenset[str]) -> bool:
+    """Whether ``a`` names topics, the others name some, and none of ``a``'s is theirs or
+    related to theirs ("quanto deu o uber?" / "uber total?" / "qual o saldo?")."""
+    return bool(
+        a.topics
+        and others
+        and a.topics.isdisjoint(others)
+        and not any((x, y) in _RELATED for x in a.topics for y in others)
+    )
+
+
+def is_loop(last: str, previous: str, before: str) -> bool:
+    """Whether the last three user messages ask one thing.
 
     ``last`` is already normalised; ``previous`` and ``before`` are the raw texts of the
-    two user messages before it, normalised only if the comparison gets that far. ``asks``
-    says that the last message is a question.
+    two user messages before it, normalised only if the comparison gets that far.
     """
     m_last = meaning(last)
     if not m_last.content:
@@ -453,16 +466,18 @@ def is_loop(last: str, previous: str, before: str, asks: bool = False) -> bool:
     previous_before = similar(m_previous, m_before)
     last_before = similar(m_last, m_before)
     if last_previous + previous_before + last_before < 2:
-        # the couple already asked the same thing twice, and now asks again in words the
-        # lexicon has no topic for ("tem folga no mês?" after two questions about what is
-        # left): a question about no known topic that conflicts with neither is the same
-        # one (one that names another topic is another question)
+        # one pair asks the same thing and no pair conflicts: the third message asks it again
+        # in words the lexicon does not tie to the other ("quanto custa a assinatura?" / "qual
+        # o valor do plano?" / "to perguntando o preço pra continuar usando"), unless it says
+        # the answer came ("ah vi aqui, valeu mel")
         return (
-            asks
-            and previous_before
-            and not m_last.topics
+            m_previous.content  # ("quanto gastamos com ifood" / "nossa, muito" / "vamos definir ...")
+            and (last_previous or previous_before or last_before)
             and _linked(m_last, m_previous)
+            and _linked(m_previous, m_before)
             and _linked(m_last, m_before)
+            and not _ANSWERED.search(f" {last} ", last.split())
+            and not _new_topic(m_last, m_previous.topics | m_before.topics)
         )
     if not last_previous:
         return True  # linked, checked above

@@ -178,6 +178,47 @@ def test_another_topic_a_thanks_or_a_follow_up_is_not(texts: tuple[str, ...]) ->
     assert kind(*texts, past=2) is None
 
 
+@pytest.mark.parametrize(
+    "texts",
+    [
+        # one pair asks the same thing, no pair conflicts: asked again in other words
+        (
+            "quanto custa a assinatura?",
+            "qual o valor do plano?",
+            "to perguntando o preço pra continuar usando",
+        ),
+        (
+            "cancela minha assinatura",
+            "não quero mais pagar o plano",
+            "como faço pra parar a cobrança mensal?",
+        ),
+        (
+            "vcs guardam meus dados bancários?",
+            "minha senha do banco fica salva com vcs?",
+            "só quero saber se vcs armazenam minha senha do banco",
+        ),
+    ],
+)
+def test_one_similar_pair_and_no_conflict_is_a_loop(texts: tuple[str, ...]) -> None:
+    assert kind(*texts, past=2) == "loop"
+
+
+@pytest.mark.parametrize(
+    "texts",
+    [
+        # the answer came
+        ("qual o saldo?", "saldo?", "ah vi aqui, valeu mel"),
+        ("qual o total do mês?", "total do mês?", "ah blz, apareceu agora, obrigado"),
+        # a reaction in between, then something new about the same topic
+        ("quanto gastamos com ifood", "nossa, muito", "vamos definir orçamento de 300 pra ifood"),
+    ],
+)
+def test_one_similar_pair_is_not_a_loop_when_the_answer_came_or_one_says_nothing(
+    texts: tuple[str, ...],
+) -> None:
+    assert kind(*texts, past=2) is None
+
+
 def test_one_template_asked_about_different_things_is_not_a_loop() -> None:
     texts = ("gastos com pilates em maio", "gastos com natação em maio", "gastos com kumon em maio")
     assert kind(*texts, past=2) is None
