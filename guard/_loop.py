@@ -469,9 +469,11 @@ def is_loop(last: str, previous: str, before: str) -> bool:
         # one pair asks the same thing and no pair conflicts: the third message asks it again
         # in words the lexicon does not tie to the other ("quanto custa a assinatura?" / "qual
         # o valor do plano?" / "to perguntando o preço pra continuar usando"), unless it says
-        # the answer came ("ah vi aqui, valeu mel")
+        # the answer came ("ah vi aqui, valeu mel"), or names a topic the others do not
+        # ("quanto deu o uber?" / "uber total?" / "qual o saldo?"); all three say something
+        # (not "quanto gastamos com ifood" / "nossa, muito" / "vamos definir um orçamento")
         return (
-            m_previous.content  # ("quanto gastamos com ifood" / "nossa, muito" / "vamos definir ...")
+            m_previous.content
             and (last_previous or previous_before or last_before)
             and _linked(m_last, m_previous)
             and _linked(m_previous, m_before)
