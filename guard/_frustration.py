@@ -56,7 +56,7 @@ from typing import Final
 from guard._blame import blamed
 from guard._lexicon import Terms, rules, tokens_of
 from guard._signals import FRUSTRATION, glad, score
-from guard._text import emoji_set, has_emoji, normalized_words
+from guard._text import emoji_set, has_emoji, laughs, normalized_words
 from guard._typos import fix_typos
 
 __all__ = ["ANY_KEYS", "EMOJI", "Message", "caps_abuse", "is_frustrated"]
@@ -82,6 +82,8 @@ PARTNER: Final = Terms.at("signals.partner.words").words
 ANGRY_EMOJI: Final = emoji_set("frustration.emoji.angry")
 CROSS_EMOJI: Final = emoji_set("frustration.emoji.cross")
 PRAISE_EMOJI: Final = emoji_set("frustration.emoji.praise")
+BANTER: Final = Terms.at("frustration.banter.words").words
+LAUGHTER_EMOJI: Final = emoji_set("frustration.banter.laughter")
 _OUTBURST_EMOJI: Final = ANGRY_EMOJI | CROSS_EMOJI
 _WINK_EMOJI: Final = IRONY_EMOJI - PRAISE_EMOJI
 #: Every emoji the detector looks at.
@@ -156,6 +158,7 @@ class Message:
     """The last user message, the ways the detectors look at it."""
 
     __slots__ = (
+        "_cleaned",
         "_elsewhere",
         "_glad",
         "_human",
@@ -173,6 +176,7 @@ class Message:
         self.tokens: Final = words  # a list: the key sets' isdisjoint() takes any iterable
         self.padded: Final = f" {self.text} "
         self._elsewhere: bool | None = None
+        self._cleaned: str | None = None
         self._kept: list[str] | None = None
         self._human: bool | None = None
         self._glad: bool | None = None
@@ -184,13 +188,26 @@ class Message:
             self._human = wants_human(self.text, self.tokens)
         return self._human
 
-    def kept(self) -> list[str]:
-        """Its words without the uses that are not outbursts (``NEUTRALISE``)."""
-        if self._kept is None:
-            words = self.tokens
+    def cleaned(self) -> str:
+        """Its text without the uses that are not outbursts (``NEUTRALISE``; with laughter,
+        the ``BANTER`` words): each leaves a double space, which no pattern matches across
+        (computed once)."""
+        if self._cleaned is None:
+            text, words = self.text, self.tokens
             if not NEUTRALISE.keys.isdisjoint(words):
-                words = NEUTRALISE.sub("  ", self.text, words).split()
-            self._kept = words
+                text = NEUTRALISE.sub("  ", text, words)
+            if not BANTER.isdisjoint(words) and (
+                laughs(self.raw) or has_emoji(self.raw, LAUGHTER_EMOJI)
+            ):
+                text = " ".join("" if word in BANTER else word for word in text.split(" "))
+            self._cleaned = text
+        return self._cleaned
+
+    def kept(self) -> list[str]:
+        """The words of ``cleaned`` (computed once)."""
+        if self._kept is None:
+            cleaned = self.cleaned()
+            self._kept = self.tokens if cleaned == self.text else cleaned.split()
         return self._kept
 
     def scored(self) -> tuple[float, dict[str, int]]:
@@ -270,12 +287,8 @@ def _by_rules(message: Message, wants_human: Callable[[str, Collection[str]], bo
     # sarcasm looks at the words left after ``NEUTRALISE`` ("vc não erra uma 👏" is praise)
     sarcasm_padded, sarcasm_tokens = padded, tokens
     if worded:
-        cleaned, kept, padded_kept = text, tokens, padded
-        if not NEUTRALISE.keys.isdisjoint(tokens):
-            # removed phrases leave a double space, which no pattern matches across
-            cleaned = NEUTRALISE.sub("  ", text, tokens)
-            kept, padded_kept = cleaned.split(), f" {cleaned} "
-        message._kept = kept
+        cleaned, kept = message.cleaned(), message.kept()
+        padded_kept = padded if kept is tokens else f" {cleaned} "
         sarcasm_padded, sarcasm_tokens = padded_kept, kept
         if AT_YOU.search(cleaned, kept, padded_kept):
             return True

@@ -27,7 +27,15 @@ from typing import Final
 
 from guard._data import LexiconError, string, strings, table
 
-__all__ = ["MAX_CHARS", "clip", "emoji_set", "has_emoji", "normalize", "normalized_words"]
+__all__ = [
+    "MAX_CHARS",
+    "clip",
+    "emoji_set",
+    "has_emoji",
+    "laughs",
+    "normalize",
+    "normalized_words",
+]
 
 #: Longer texts are clipped to their first HEAD and last TAIL characters.
 MAX_CHARS: Final = 600
@@ -220,6 +228,16 @@ def _laughs(text: str) -> bool:
         or "hue" in text
         or "rsrs" in text
     )
+
+
+def laughs(text: str) -> bool:
+    """Whether the raw ``text`` holds a word of laughter ("kkkk", "hahaha", "rsrs"), which
+    normalisation drops."""
+    low = text.lower()
+    if not _laughs(low):
+        return False
+    words = low.encode("ascii", "replace").translate(_WORD_BYTES).decode().split()
+    return _drop_laughter(words) != words
 
 
 def _drop_laughter(words: list[str]) -> list[str]:

@@ -126,6 +126,30 @@ def test_hints_about_something_else_or_kind_words_are_not_frustration(text: str)
     assert kind(text) is None
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "mel vc é doida kkkkk me chamou de rica só pq sobrou 20 reais",
+        "kkkkkk tu é muito chata mel, nem deixa eu gastar em paz",
+        "a mel é maluca 😂 me deu parabéns por gastar só 10 no ifood",
+    ],
+)
+def test_teasing_with_laughter_is_banter(text: str) -> None:
+    assert kind(text) is None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "kkkk vc é doida, errou tudo de novo",  # laughing, but at what mel got wrong
+        "que app doido, apagou tudo de novo kkkk",
+        "vc é doida mel? registrou 500 no mercado, foi 50",  # no laughter
+    ],
+)
+def test_teasing_words_still_count_with_a_failure_or_without_laughter(text: str) -> None:
+    assert kind(text) == "frustrated"
+
+
 # --------------------------------------------------------------------------- requests
 
 
