@@ -295,6 +295,11 @@ def _meaning(text: str) -> Meaning:
         remaining = _thousands(tokens, remaining)
     if "nao" in remaining:
         remaining -= _negated(tokens)
+    dates = {
+        ("day", t) for i, t in enumerate(tokens) if i and tokens[i - 1] == "dia" and t.isdigit()
+    }
+    if dates:  # "até dia 24" is a date, not an amount
+        remaining -= {value for _, value in dates}
     for word in remaining:
         found = _WORDS.get(word)
         if found is not None:
@@ -310,7 +315,7 @@ def _meaning(text: str) -> Meaning:
             else:
                 stems.add(root)
     groups: dict[str, set[str]] = {_TOPIC: set(), _GENERIC: set(), _INTENT: set()}
-    periods: set[tuple[str, str]] = set()
+    periods: set[tuple[str, str]] = dates
     for kind, name in concepts:
         if kind == _PERIOD:
             period_kind, _, value = name.partition(":")

@@ -237,6 +237,42 @@ def test_one_similar_pair_and_no_conflict_is_a_loop(texts: tuple[str, ...]) -> N
         ("quanto gastamos com ifood", "nossa, muito", "vamos definir orçamento de 300 pra ifood"),
     ],
 )
+@pytest.mark.parametrize(
+    "texts",
+    [
+        # "dia 24" is a date, not a third amount beside "3 mil" / "3000"
+        (
+            "cria uma meta de 3 mil pro natal",
+            "quero juntar 3000 até dia 24, faz a meta",
+            "meta natal: 3 mil. consegue criar?",
+        ),
+        # records the couple cannot find
+        (
+            "meus lançamentos de ontem sumiram?",
+            "cadê o que eu registrei de manhã",
+            "não tô achando os gastos que mandei",
+        ),
+        # where the trip goes is the trip
+        (
+            "quanto falta pra meta da viagem?",
+            "e a meta de viajar, como tá?",
+            "tamo perto de juntar o dinheiro pra Salvador?",
+        ),
+        # mel's own plan
+        ("qual o preço do premium?", "quanto custa o plano?", "o plano pago sai quanto por mês?"),
+    ],
+)
+def test_round_32_rephrasings_are_a_loop(texts: tuple[str, ...]) -> None:
+    assert kind(*texts, past=2) == "loop"
+
+
+def test_different_dates_are_different_questions() -> None:
+    assert (
+        kind("quanto gastei no dia 5?", "quanto saiu no dia 10?", "e dia 15, quanto foi?", past=2)
+        is None
+    )
+
+
 def test_one_similar_pair_is_not_a_loop_when_the_answer_came_or_one_says_nothing(
     texts: tuple[str, ...],
 ) -> None:
