@@ -230,16 +230,6 @@ def test_one_similar_pair_and_no_conflict_is_a_loop(texts: tuple[str, ...]) -> N
 @pytest.mark.parametrize(
     "texts",
     [
-        # the answer came
-        ("qual o saldo?", "saldo?", "ah vi aqui, valeu mel"),
-        ("qual o total do mês?", "total do mês?", "ah blz, apareceu agora, obrigado"),
-        # a reaction in between, then something new about the same topic
-        ("quanto gastamos com ifood", "nossa, muito", "vamos definir orçamento de 300 pra ifood"),
-    ],
-)
-@pytest.mark.parametrize(
-    "texts",
-    [
         # "dia 24" is a date, not a third amount beside "3 mil" / "3000"
         (
             "cria uma meta de 3 mil pro natal",
@@ -273,6 +263,16 @@ def test_different_dates_are_different_questions() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    "texts",
+    [
+        # the answer came
+        ("qual o saldo?", "saldo?", "ah vi aqui, valeu mel"),
+        ("qual o total do mês?", "total do mês?", "ah blz, apareceu agora, obrigado"),
+        # a reaction in between, then something new about the same topic
+        ("quanto gastamos com ifood", "nossa, muito", "vamos definir orçamento de 300 pra ifood"),
+    ],
+)
 def test_one_similar_pair_is_not_a_loop_when_the_answer_came_or_one_says_nothing(
     texts: tuple[str, ...],
 ) -> None:
