@@ -63,10 +63,18 @@ def _deed_blamed(words: list[str], after_and: bool) -> bool:
     """``blamed`` within one clause."""
     for index, word in enumerate(words):
         if mask_of(word) & _DEED and (
-            index == 0
-            or words[index - 1] in _MEL_WORDS
-            or (index > 1 and words[index - 2] in _MEL_WORDS and words[index - 1] in _BLAME_BETWEEN)
-            or (after_and and words[index - 1] == "e")
+            index == 0 or _after_mel(words, index) or (after_and and words[index - 1] == "e")
         ):
             return True
+    return False
+
+
+def _after_mel(words: list[str], index: int) -> bool:
+    """Whether a word for mel comes before ``index``, at most two of the words that may come
+    between ([score.blame] ``between``) apart ("vc já lançou", "mel de novo jogou")."""
+    for before in range(index - 1, max(index - 4, -1), -1):
+        if words[before] in _MEL_WORDS:
+            return True
+        if words[before] not in _BLAME_BETWEEN:
+            return False
     return False

@@ -311,6 +311,7 @@ def test_no_user_message_no_preempt() -> None:
         "mel, me conecta com o pessoal do help desk?",
         "callback pfv, qualquer hora depois das 18h",
         "is there a human here? 🙏",
+        "mel vc é ótima mas acho que meu caso precisa de um ser humano 😅",
     ],
 )
 def test_human_requests_phrased_many_ways(text: str) -> None:
@@ -344,6 +345,9 @@ def test_human_requests_phrased_many_ways(text: str) -> None:
         "o pessoal do suporte de vocês me ajudou semana passada, foram super atenciosos",
         "o gerente do banco quer marcar reunião comigo pra oferecer empréstimo",
         "você tem atendimento humano? não preciso agora não, só curiosidade mesmo",
+        # a request taken back as a joke
+        "chama o gerente kkkkk mentira, só me diz quanto sobrou do orçamento",
+        "tem alguém aí? kkkk brincadeira, só queria ver se vc tava acordada. anota 30 de padaria",
     ],
 )
 def test_talk_about_other_people_is_not_a_human_request(text: str) -> None:
@@ -394,6 +398,14 @@ def test_talk_about_other_people_is_not_a_human_request(text: str) -> None:
         "mel vc me deu prejuízo, lançou a venda do cliente como despesa",
         "pfv mel só uma vez na vida acerta alguma coisa 🙏🙏",
         "a gente vai no reclame aqui falar desse app",
+        # fired if mel were a person, "are you kidding me", the same mistake again, stop and
+        # do the job, losing money through it, what the company took away
+        "mel se vc fosse gente eu já tinha te demitido",
+        "ô mel, tu tá de zoeira com a minha cara? a fatura deu 3 mil e tu diz que é 300",
+        "pqp mel de novo jogou o uber em alimentação",
+        "para de me mandar dica e resolve meu problema",
+        "app de finanças que faz a gente perder dinheiro, ironia né",
+        "vcs tiraram o relatório do plano básico pra me forçar a pagar o premium? que palhaçada",
     ],
 )
 def test_frustration_without_the_spec_word_list(text: str) -> None:
