@@ -54,7 +54,7 @@ from collections.abc import Callable, Collection
 from typing import Final
 
 from guard._blame import blamed
-from guard._lexicon import Terms, rules, tokens_of
+from guard._lexicon import Rules, Terms, rules, tokens_of
 from guard._signals import FRUSTRATION, glad, score
 from guard._text import emoji_set, has_emoji, laughs, normalized_words
 from guard._typos import fix_typos
@@ -66,6 +66,7 @@ DIRECTED: Final = rules("frustration.directed")
 DIRECTED_BEFORE: Final = rules("frustration.directed_before")
 OUTBURST: Final = rules("frustration.outburst")
 NEUTRALISE: Final = rules("frustration.neutralise")
+DISMAY: Final = rules("frustration.dismay")
 LIMITS: Final = rules("frustration.limits")
 CORRECTS: Final = rules("frustration.corrects")
 ELSEWHERE: Final = rules("frustration.elsewhere")
@@ -278,6 +279,13 @@ def _only_limits(message: Message, wants_human: Callable[[str, Collection[str]],
     return not _by_rules(Message(message.raw, rest), wants_human)
 
 
+def _without(rules: Rules, text: str, words: list[str]) -> tuple[str, list[str], str]:
+    """``text`` without what ``rules`` match (a double space each), as ``Rules.search`` takes
+    it: text, words, padded."""
+    text = rules.sub("  ", text, words)
+    return text, text.split(), f" {text} "
+
+
 def _by_rules(message: Message, wants_human: Callable[[str, Collection[str]], bool]) -> bool | None:
     """``is_frustrated`` by the phrase rules of lexicon.toml [frustration.*]."""
     raw, text, tokens, padded = message.raw, message.text, message.tokens, message.padded
@@ -294,7 +302,14 @@ def _by_rules(message: Message, wants_human: Callable[[str, Collection[str]], bo
             return True
         if _directed(message, cleaned, kept, padded_kept) and not _glad(message):
             return True  # (not "caralho mel, ficou perfeito esse gráfico 😍")
-        outburst = outburst or OUTBURST.search(cleaned, kept, padded_kept)
+        if not outburst and OUTBURST.search(cleaned, kept, padded_kept):
+            # a cry of dismay in a request for a person is no outburst ("misericórdia, fui
+            # cobrado 2 vezes, quem do financeiro eu procuro?")
+            outburst = not (
+                not DISMAY.keys.isdisjoint(kept)
+                and message.asks_for_person(wants_human)
+                and not OUTBURST.search(*_without(DISMAY, cleaned, kept))
+            )
         # praise aimed at mel with a wink is irony ("super útil vc hein", "q gênio 🙃")
         if (
             not PRAISE.keys.isdisjoint(tokens)

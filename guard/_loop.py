@@ -437,6 +437,12 @@ def _linked(a: Meaning, b: Meaning) -> bool:
     return not (a.follow_up or b.follow_up or _conflict(a, b))
 
 
+def _answered(text: str) -> bool:
+    """Whether a normalised message says the answer came or the step is done ([loop]
+    ``answered``)."""
+    return _ANSWERED.search(f" {text} ", text.split())
+
+
 def _new_topic(a: Meaning, others: frozenset[str]) -> bool:
     """Whether ``a`` names topics, the others name some, and none of ``a``'s is theirs or
     related to theirs ("quanto deu o uber?" / "uber total?" / "qual o saldo?")."""
@@ -483,7 +489,8 @@ def is_loop(last: str, previous: str, before: str) -> bool:
             and _linked(m_last, m_previous)
             and _linked(m_previous, m_before)
             and _linked(m_last, m_before)
-            and not _ANSWERED.search(f" {last} ", last.split())
+            and not _answered(last)
+            and not _answered(_normalized(previous))
             and not _new_topic(m_last, m_previous.topics | m_before.topics)
         )
     if not last_previous:

@@ -312,6 +312,11 @@ def test_no_user_message_no_preempt() -> None:
         "callback pfv, qualquer hora depois das 18h",
         "is there a human here? 🙏",
         "mel vc é ótima mas acho que meu caso precisa de um ser humano 😅",
+        # a cry of dismay is no outburst in a request; a person if there is one; someone to call
+        "misericórdia, meu marido foi cobrado duas vezes. quem do financeiro de vocês eu procuro?",
+        "jesus amado, é muita coisa pra digitar, alguém pode me atender?",
+        "se tiver me transfere",
+        "vc consegue pedir pra um analista me ligar?",
     ],
 )
 def test_human_requests_phrased_many_ways(text: str) -> None:
@@ -348,6 +353,9 @@ def test_human_requests_phrased_many_ways(text: str) -> None:
         # a request taken back as a joke
         "chama o gerente kkkkk mentira, só me diz quanto sobrou do orçamento",
         "tem alguém aí? kkkk brincadeira, só queria ver se vc tava acordada. anota 30 de padaria",
+        # following mel's Instagram; curiosity said as such
+        "vcs tem instagram? queria seguir pra ver as dicas",
+        "tem gente de verdade que lê essas mensagens? só curiosidade mesmo kkk",
     ],
 )
 def test_talk_about_other_people_is_not_a_human_request(text: str) -> None:
@@ -406,6 +414,10 @@ def test_talk_about_other_people_is_not_a_human_request(text: str) -> None:
         "para de me mandar dica e resolve meu problema",
         "app de finanças que faz a gente perder dinheiro, ironia né",
         "vcs tiraram o relatório do plano básico pra me forçar a pagar o premium? que palhaçada",
+        # not even the simplest thing; capitals that say what was asked; dismay with an insult
+        "bah, que negócio mal feito, tchê. nem a fatura consegue ler",
+        "EU PEDI O TOTAL DE OUTUBRO",
+        "misericórdia, que app ruim, me passa pra um humano",
     ],
 )
 def test_frustration_without_the_spec_word_list(text: str) -> None:

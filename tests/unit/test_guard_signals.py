@@ -120,6 +120,12 @@ def test_frustration_by_hints_no_rule_names(text: str) -> None:
         "sou meio ruim de digitar, anota 30 de padaria",
         "perfeito, obrigado mel! 👏",
         "mel, acho que vc confundiu, o uber foi ontem",
+        # giving up only supposed; a complaint channel against a shop
+        "mel, queria entender melhor: o que acontece com meus dados se eu cancelar?",
+        "mel, se a gente desinstalar o app perde tudo?",
+        "vou abrir reclamação no procon contra a operadora, lança a multa de 50",
+        # not even the bank, whose failure it is
+        "nem o banco consegue resolver isso, anota 30 de tarifa",
     ],
 )
 def test_hints_about_something_else_or_kind_words_are_not_frustration(text: str) -> None:
@@ -271,6 +277,12 @@ def test_different_dates_are_different_questions() -> None:
         ("qual o total do mês?", "total do mês?", "ah blz, apareceu agora, obrigado"),
         # a reaction in between, then something new about the same topic
         ("quanto gastamos com ifood", "nossa, muito", "vamos definir orçamento de 300 pra ifood"),
+        # the step is done and the couple moves on
+        (
+            "quero importar o extrato do bradesco",
+            "pronto, mandei o arquivo",
+            "agora como eu vejo os gastos que vieram dele?",
+        ),
     ],
 )
 def test_one_similar_pair_is_not_a_loop_when_the_answer_came_or_one_says_nothing(
