@@ -356,6 +356,7 @@ def test_human_requests_phrased_many_ways(text: str) -> None:
         # following mel's Instagram; curiosity said as such
         "vcs tem instagram? queria seguir pra ver as dicas",
         "tem gente de verdade que lê essas mensagens? só curiosidade mesmo kkk",
+        "existe algum humano por trás da mel ou é tudo IA? só curiosidade msm",
     ],
 )
 def test_talk_about_other_people_is_not_a_human_request(text: str) -> None:
@@ -418,6 +419,8 @@ def test_talk_about_other_people_is_not_a_human_request(text: str) -> None:
         "bah, que negócio mal feito, tchê. nem a fatura consegue ler",
         "EU PEDI O TOTAL DE OUTUBRO",
         "misericórdia, que app ruim, me passa pra um humano",
+        "ERRADO. ERRADO. A CATEGORIA É MERCADO",
+        "NÃO É PRA CRIAR UMA META, É PRA LANÇAR A COMPRA",
     ],
 )
 def test_frustration_without_the_spec_word_list(text: str) -> None:
@@ -499,6 +502,7 @@ def test_capitals_that_correct_what_mel_was_told_are_shouting() -> None:
         "app bom demais, sério mesmo",
         "5 estrelas pra vocês",
         "eita mel, tu é arretada! já separou tudo certinho do mês",
+        "MEL DEU CERTO!!! IMPORTOU TUDINHO 🎉🎉",
     ],
 )
 def test_praise_or_thanks_with_nothing_sour_is_no_frustration(joy: str) -> None:

@@ -138,6 +138,7 @@ def test_hints_about_something_else_or_kind_words_are_not_frustration(text: str)
         "mel vc é doida kkkkk me chamou de rica só pq sobrou 20 reais",
         "kkkkkk tu é muito chata mel, nem deixa eu gastar em paz",
         "a mel é maluca 😂 me deu parabéns por gastar só 10 no ifood",
+        "kkkkk mel tu é foda, organizou o mês todo",
     ],
 )
 def test_teasing_with_laughter_is_banter(text: str) -> None:
@@ -256,6 +257,17 @@ def test_one_similar_pair_and_no_conflict_is_a_loop(texts: tuple[str, ...]) -> N
         ),
         # mel's own plan
         ("qual o preço do premium?", "quanto custa o plano?", "o plano pago sai quanto por mês?"),
+        # voice notes; connecting the bank
+        (
+            "vc entende áudio?",
+            "posso mandar mensagem de voz?",
+            "se eu gravar falando o gasto vc registra?",
+        ),
+        (
+            "o open finance é seguro?",
+            "vcs guardam minha senha do banco?",
+            "é arriscado conectar minha conta?",
+        ),
     ],
 )
 def test_round_32_rephrasings_are_a_loop(texts: tuple[str, ...]) -> None:
