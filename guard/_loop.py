@@ -38,9 +38,10 @@ neither conflicting nor a follow-up (a rephrasing can share a word with each of 
 and none with the third) — or one pair similar and no pair conflicting or a follow-up, all
 three saying something: the couple asking again in words no synonym group ties to the
 others ("quanto custa a assinatura?" / "qual o valor do plano?" / "to perguntando o preço
-pra continuar usando"), unless the last one says the answer came ([loop] ``answered``: "ah
-vi aqui, valeu mel"). The bot has already failed twice, so a same-topic test is safer than
-it looks; without the signal the detector stays off.
+pra continuar usando"), unless the last names a topic the other two do not, or one of the
+last two says the answer came or the step is done ([loop] ``answered``: "ah vi aqui, valeu
+mel", "pronto, mandei o arquivo"). The bot has already failed twice, so a same-topic test is
+safer than it looks; without the signal the detector stays off.
 """
 
 from __future__ import annotations
@@ -200,7 +201,8 @@ _RELATED: Final = _related()
 _FOLLOW_UP: Final = tuple(f"{normalize(start)} " for start in strings("loop.follow_up"))
 _NOT_FOLLOW_UP: Final = tuple(f"{normalize(s)} " for s in strings("loop.not_follow_up"))
 _STOP_TERMS: Final = Terms.at("loop.stop")
-# The couple says the answer came ("ah vi aqui, valeu"): not asking again.
+# The couple says the answer came or the step is done ("ah vi aqui, valeu", "pronto, mandei
+# o arquivo"): not asking again.
 _ANSWERED: Final = Terms.at("loop.answered")
 _STOP: Final = _STOP_TERMS.words
 _STOP_PHRASES: Final = _STOP_TERMS.phrases
@@ -479,10 +481,11 @@ def is_loop(last: str, previous: str, before: str) -> bool:
     if last_previous + previous_before + last_before < 2:
         # one pair asks the same thing and no pair conflicts: the third message asks it again
         # in words the lexicon does not tie to the other ("quanto custa a assinatura?" / "qual
-        # o valor do plano?" / "to perguntando o preço pra continuar usando"), unless it says
-        # the answer came ("ah vi aqui, valeu mel"), or names a topic the others do not
-        # ("quanto deu o uber?" / "uber total?" / "qual o saldo?"); all three say something
-        # (not "quanto gastamos com ifood" / "nossa, muito" / "vamos definir um orçamento")
+        # o valor do plano?" / "to perguntando o preço pra continuar usando"), unless it or the
+        # one before says the answer came ("ah vi aqui, valeu mel"), or it names a topic the
+        # others do not ("quanto deu o uber?" / "uber total?" / "qual o saldo?"); all three
+        # say something (not "quanto gastamos com ifood" / "nossa, muito" / "vamos definir
+        # um orçamento")
         return (
             m_previous.content
             and (last_previous or previous_before or last_before)
