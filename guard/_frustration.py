@@ -319,17 +319,18 @@ def _by_rules(message: Message, wants_human: Callable[[str, Collection[str]], bo
             and PRAISE.search(padded, tokens)
         ):
             return True
-    if not outburst and (worded or emoji):
+    if outburst and _glad(message):
+        outburst = False  # an exclamation of joy: "meu deus, que app bom", "pqp, que rápido vc é"
+    elif not outburst and (worded or emoji):
         # sarcasm: praise (or 👏) next to a failure, or praise applauded that is no cheer
-        # ("grande ajuda 👏👏👏", not "parabéns, batemos a meta 👏")
+        # ("grande ajuda 👏👏👏", not "parabéns, batemos a meta 👏"); the praise is the
+        # sarcasm, so no gladness undoes it ("obrigado por apagar minha meta, ajudou demais")
         praised = PRAISE.search(padded, tokens)
         clapped = emoji and _has(raw, PRAISE_EMOJI)
         failed = FAILURE.search(sarcasm_padded, sarcasm_tokens)
         outburst = ((praised or clapped) and failed) or (
-            praised and clapped and not CHEER.search(text, tokens, padded)
+            praised and clapped and not CHEER.search(text, tokens, padded) and not _glad(message)
         )
-    if outburst and _glad(message):
-        outburst = False  # an exclamation of joy: "meu deus, que app bom", "pqp, que rápido vc é"
     if outburst:
         # (what ties it to mel is looked for in the words left after ``NEUTRALISE``: not in
         # "vou te mandar o extrato, aquele app é uma porcaria")

@@ -421,6 +421,9 @@ def test_talk_about_other_people_is_not_a_human_request(text: str) -> None:
         "misericórdia, que app ruim, me passa pra um humano",
         "ERRADO. ERRADO. A CATEGORIA É MERCADO",
         "NÃO É PRA CRIAR UMA META, É PRA LANÇAR A COMPRA",
+        # praise is the sarcasm: no gladness undoes it
+        "nossa que assistente incrível, nem somar duas despesas consegue",
+        "obrigadão pela ajuda zero",
     ],
 )
 def test_frustration_without_the_spec_word_list(text: str) -> None:
