@@ -200,6 +200,7 @@ _RELATED: Final = _related()
 # How a follow-up to a different question starts ("e a água?", "ok, e em março?").
 _FOLLOW_UP: Final = tuple(f"{normalize(start)} " for start in strings("loop.follow_up"))
 _NOT_FOLLOW_UP: Final = tuple(f"{normalize(s)} " for s in strings("loop.not_follow_up"))
+_CORRECTS: Final = tuple(f"{normalize(start)} " for start in strings("loop.correction"))
 _STOP_TERMS: Final = Terms.at("loop.stop")
 # The couple says the answer came or the step is done ("ah vi aqui, valeu", "pronto, mandei
 # o arquivo"): not asking again.
@@ -211,6 +212,8 @@ CONFLICTING_INTENTS: Final = frozenset(strings("loop.conflicting_intents"))
 _COMPARE: Final = frozenset(("compare",))
 # a why or a split quotes its figures ("pq a fatura tá 2300?", "a net de 110, 55 pra cada")
 _QUOTES_FIGURES: Final = frozenset(("why", "split"))
+# instalments quote the total and the instalment ("tênis 600 em 3x" / "3 parcelas de 200")
+_INSTALMENTS: Final = "parcela"
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,6 +232,8 @@ class Meaning:
     follow_up: bool = False
     #: its words in order (for the same sentence with one thing swapped)
     sequence: tuple[str, ...] = ()
+    #: it starts like a correction ("não, 3x de 250", "corrige pra 12 parcelas")
+    corrects: bool = False
 
     @property
     def content(self) -> bool:
@@ -260,12 +265,13 @@ def _thousands(tokens: list[str], remaining: set[str]) -> set[str]:
 
 def _negated(tokens: list[str]) -> set[str]:
     """The numbers a message says it is not about ("no dia do pagamento e não no dia 1"):
-    a number at most three words after "não" (and not also said without it)."""
+    a number at most three words after "não" (and not also said without it). A message that
+    opens with "não" corrects a value: the numbers after it are the ones meant ("não, 76")."""
     negated: set[str] = set()
     plain: set[str] = set()
     for index, token in enumerate(tokens):
         if token.isdigit():
-            near = tokens[max(0, index - 3) : index]
+            near = tokens[max(1, index - 3) : index]
             (negated if "nao" in near else plain).add(token)
     return negated - plain
 
@@ -334,6 +340,7 @@ def _meaning(text: str) -> Meaning:
         frozenset(tokens),
         f"{text} ".startswith(_FOLLOW_UP) and not f"{text} ".startswith(_NOT_FOLLOW_UP),
         tuple(tokens),
+        f"{text} ".startswith(_CORRECTS),
     )
 
 
@@ -394,6 +401,9 @@ def _conflict(a: Meaning, b: Meaning) -> bool:
         and b.amounts
         and a.amounts != b.amounts
         and not (a.intents | b.intents) & _QUOTES_FIGURES
+        and not (
+            _INSTALMENTS in a.topics and _INSTALMENTS in b.topics and not (a.corrects or b.corrects)
+        )
     ):
         return True
     if a.periods and b.periods and not (a.intents & _COMPARE or b.intents & _COMPARE):

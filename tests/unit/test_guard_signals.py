@@ -257,6 +257,13 @@ def test_one_similar_pair_and_no_conflict_is_a_loop(texts: tuple[str, ...]) -> N
         ),
         # mel's own plan
         ("qual o preço do premium?", "quanto custa o plano?", "o plano pago sai quanto por mês?"),
+        # an instalment purchase quoted by its total and by its instalments; undoing
+        (
+            "lança 3x de 200 no cartão, tênis",
+            "tênis 600 reais parcelado em 3 vezes no crédito",
+            "mel registra o tênis: 3 parcelas de 200",
+        ),
+        ("como desfaz", "desfazer o ultimo", "volta o q eu fiz"),
         # voice notes; connecting the bank
         (
             "vc entende áudio?",
@@ -272,6 +279,17 @@ def test_one_similar_pair_and_no_conflict_is_a_loop(texts: tuple[str, ...]) -> N
 )
 def test_round_32_rephrasings_are_a_loop(texts: tuple[str, ...]) -> None:
     assert kind(*texts, past=2) == "loop"
+
+
+@pytest.mark.parametrize(
+    "texts",
+    [
+        ("lança o tênis em 3x de 200", "não, 3x de 250", "isso, 3x de 250 no crédito"),
+        ("parcelei o celular em 10x de 150", "não, foi 12x de 125", "corrige pra 12 parcelas"),
+    ],
+)
+def test_a_corrected_instalment_is_not_a_loop(texts: tuple[str, ...]) -> None:
+    assert kind(*texts, past=2) is None
 
 
 def test_different_dates_are_different_questions() -> None:
