@@ -424,6 +424,9 @@ def test_talk_about_other_people_is_not_a_human_request(text: str) -> None:
         # praise is the sarcasm: no gladness undoes it
         "nossa que assistente incrível, nem somar duas despesas consegue",
         "obrigadão pela ajuda zero",
+        # thanks for the answer to something else; mel's error blamed
+        "que maravilha, pedi o saldo e vc me mandou o resumo da semana. obrigada viu",
+        "obrigada mel, agora meu marido briga comigo por causa do teu erro",
     ],
 )
 def test_frustration_without_the_spec_word_list(text: str) -> None:
@@ -506,6 +509,7 @@ def test_capitals_that_correct_what_mel_was_told_are_shouting() -> None:
         "5 estrelas pra vocês",
         "eita mel, tu é arretada! já separou tudo certinho do mês",
         "MEL DEU CERTO!!! IMPORTOU TUDINHO 🎉🎉",
+        "pedi a fatura e vc me mandou o extrato, aí deu certo no segundo, obrigada",
     ],
 )
 def test_praise_or_thanks_with_nothing_sour_is_no_frustration(joy: str) -> None:
