@@ -12,17 +12,22 @@ __all__ = ["SIGNAL", "model_input"]
 
 #: How a signal's token starts (no normalised word has it).
 SIGNAL: Final = "§"
+#: Signals the model does not read: capitals are not anger (the rules decide when they are),
+#: and a model that read them learnt "ESTOU APENAS TESTANDO O APLICATIVO" as frustration.
+UNREAD: Final = frozenset(("capitals",))
 
 
 def model_input(
     raw: str, words: list[str], message: Message | None = None
 ) -> tuple[list[str], bool]:
     """What the model reads of a message: its normalised ``words`` (before typo fixes) and a
-    ``§name`` token per signal of the rules' frustration score (``Message.scored``); and
+    ``§name`` token per signal of the rules' frustration score (``Message.scored``) but the
+    ``UNREAD`` ones; and
     whether those signals are praise or thanks with nothing sour (``guard._signals.glad``:
     the rules never call such a message frustrated). ``message``, when given, is the guard's
     reading of the same words (what it computed is reused)."""
     if message is None:
         message = Message(raw, words)
     counts = message.scored()[1]
-    return words + [SIGNAL + name for name in sorted(counts)], glad(FRUSTRATION, counts)
+    signals = [SIGNAL + name for name in sorted(counts) if name not in UNREAD]
+    return words + signals, glad(FRUSTRATION, counts)

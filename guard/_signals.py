@@ -70,7 +70,7 @@ from guard._masks import PHRASE_BITS_OF as _PHRASE_BITS_OF
 from guard._masks import PHRASES as _PHRASES
 from guard._masks import bits as _bits
 from guard._masks import mask_of, register, signal_names
-from guard._text import emoji_set, has_emoji
+from guard._text import emoji_set, has_emoji, laughs
 
 __all__ = [
     "FRUSTRATION",
@@ -131,6 +131,7 @@ _COMPUTED: Final = frozenset(
         "sarcasm",
         "shouting",
         "capitals",
+        "laughter",
         "short",
         "theirs",
         "their_person",
@@ -511,6 +512,8 @@ def read(words: list[str], raw: str, mood: int, positions: bool = False) -> Read
                 counts[name] = 1
     if raw.count("!") >= 3 or raw.count("?") >= 3 or "?!" in raw or "!?" in raw:
         counts["shouting"] = 1
+    if laughs(raw):
+        counts["laughter"] = 1  # ("kkkk", "rsrs": normalisation drops them)
     if raw != raw.lower():
         letters = sum(map(str.isalpha, raw))
         if letters > 5 and sum(map(str.isupper, raw)) * 2 > letters:

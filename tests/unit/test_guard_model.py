@@ -45,11 +45,11 @@ def rules_alone(
         return evaluate(*texts, past=past).kind
 
 
-# Rule misses of the blind batches 74-86, which the model caught before it was trained on them.
+# Rule misses of the blind batches 74-86 and 104-138, which a model trained without them caught.
 @pytest.mark.parametrize(
     ("text", "kind"),
     [
-        ("sério que vc categorizou a farmácia como lazer? kkkkk piada", "frustrated"),
+        ("sinceramente, nem sei pq a gente paga por isso", "frustrated"),
         ("tô pagando premium pra isso? tá de palhaçada", "frustrated"),
         ("tu é um robô de finanças que não sabe o que é fatura? fala sério", "frustrated"),
         ("essa tal de inteligência artificial só se for no nome né", "frustrated"),

@@ -148,6 +148,18 @@ def test_teasing_with_laughter_is_banter(text: str) -> None:
 @pytest.mark.parametrize(
     "text",
     [
+        "como vc é chata mel kkkk fica me lembrando da meta toda hora, mas tá certa",
+        "mel é melhor que terapia, pelo menos me diz a verdade na cara: tô falida kkkk",
+    ],
+)
+def test_laughter_weighs_against_frustration(text: str) -> None:
+    assert kind(text) is None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "kkkkkk que piada esse app, apagou tudo de novo",
         "kkkk vc é doida, errou tudo de novo",  # laughing, but at what mel got wrong
         "que app doido, apagou tudo de novo kkkk",
         "vc é doida mel? registrou 500 no mercado, foi 50",  # no laughter
