@@ -427,6 +427,9 @@ def test_talk_about_other_people_is_not_a_human_request(text: str) -> None:
         # thanks for the answer to something else; mel's error blamed
         "que maravilha, pedi o saldo e vc me mandou o resumo da semana. obrigada viu",
         "obrigada mel, agora meu marido briga comigo por causa do teu erro",
+        # mel as the cause of what went wrong
+        "boleto voltou e a culpa é sua, vc marcou como pago algo que eu nunca paguei",
+        "por causa de vc eu e o Rafa brigamos a noite inteira",
     ],
 )
 def test_frustration_without_the_spec_word_list(text: str) -> None:
@@ -510,6 +513,7 @@ def test_capitals_that_correct_what_mel_was_told_are_shouting() -> None:
         "eita mel, tu é arretada! já separou tudo certinho do mês",
         "MEL DEU CERTO!!! IMPORTOU TUDINHO 🎉🎉",
         "pedi a fatura e vc me mandou o extrato, aí deu certo no segundo, obrigada",
+        "foi por causa de você que eu comecei a economizar, obrigada mel",
     ],
 )
 def test_praise_or_thanks_with_nothing_sour_is_no_frustration(joy: str) -> None:

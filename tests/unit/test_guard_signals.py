@@ -276,6 +276,17 @@ def test_one_similar_pair_and_no_conflict_is_a_loop(texts: tuple[str, ...]) -> N
             "mel registra o tênis: 3 parcelas de 200",
         ),
         ("como desfaz", "desfazer o ultimo", "volta o q eu fiz"),
+        (
+            "parcela o uniforme em 3x",
+            "lança o uniforme em 3 parcelas de 120",
+            "uniforme 360 em 3 vezes",
+        ),
+        # a monthly fee is the school's
+        (
+            "a mensalidade de fevereiro já foi registrada?",
+            "vc lançou a mensalidade de fevereiro?",
+            "a escola de fevereiro ta lançada ou nao?",
+        ),
         # voice notes; connecting the bank
         (
             "vc entende áudio?",
