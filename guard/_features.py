@@ -22,10 +22,9 @@ def model_input(
 ) -> tuple[list[str], bool]:
     """What the model reads of a message: its normalised ``words`` (before typo fixes) and a
     ``§name`` token per signal of the rules' frustration score (``Message.scored``) but the
-    ``UNREAD`` ones; and
-    whether those signals are praise or thanks with nothing sour (``guard._signals.glad``:
-    the rules never call such a message frustrated). ``message``, when given, is the guard's
-    reading of the same words (what it computed is reused)."""
+    ``UNREAD`` ones; and whether those signals are praise or thanks with nothing sour
+    (``guard._signals.glad``: the rules never call such a message frustrated). ``message``,
+    when given, is the guard's reading of the same words (what it computed is reused)."""
     if message is None:
         message = Message(raw, words)
     counts = message.scored()[1]

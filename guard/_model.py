@@ -4,9 +4,9 @@ Only when no rule fires does the guard ask ``model_kind`` whether the last user 
 frustrated or a request for a person. The model reads ``guard._features.model_input``: the
 message's words as ``guard._text.normalized_words`` gives them (before typo fixes), plus one
 ``§name`` token per signal the rules' frustration score found in it (praise, thanks, blame,
-a word for mel, something else the message is about ...), so it weighs the rules' readings
-as well as the words. The answer is that kind when its probability reaches the kind's
-threshold, else ``None``; the rules are never overridden.
+a word for mel, something else the message is about ...; not capitals), so it weighs the
+rules' readings as well as the words. The answer is that kind when its probability reaches
+the kind's threshold, else ``None``; the rules are never overridden.
 
 The weights and thresholds are ``guard/model.json``, read once at import. It is generated
 by ``python -m guard.train tests/data/guard_corpus.jsonl`` (see ``guard.train`` for the

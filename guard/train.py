@@ -5,7 +5,8 @@ it call a message frustrated or a request for a person. It is a multinomial logi
 regression with three classes (frustrated, human-request, other = none + loop) over the
 last user message's ``guard._features.model_input``: its words as the guard normalises them,
 and a ``§name`` token per signal the rules' frustration score found (praise, thanks, blame,
-a word for mel, something else the message is about ...):
+a word for mel, something else the message is about ...; not capitals, see
+``guard._features.UNREAD``):
 
 * features: every word ("w:" + word) and its first ``PREFIX`` characters ("p:" + prefix),
   counted, the sum scaled by 1 / sqrt(number of features), i.e. 1 / sqrt(2 * words);
@@ -290,7 +291,7 @@ def render(
         "examples_sha256": fingerprint(examples),
         "features": {
             "input": "guard._features.model_input(last user message): normalised words "
-            "and a §name token per signal of the frustration score",
+            "and a §name token per signal of the frustration score but capitals",
             "prefix": PREFIX,
         },
         "training": settings(),
