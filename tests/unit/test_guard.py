@@ -317,6 +317,11 @@ def test_no_user_message_no_preempt() -> None:
         "jesus amado, é muita coisa pra digitar, alguém pode me atender?",
         "se tiver me transfere",
         "vc consegue pedir pra um analista me ligar?",
+        # someone to review it; closing the account as the reason for the request
+        "Quero que alguém revise manualmente a divisão de despesas do mês passado, por favor",
+        "preciso de um atendimento humano, é sobre excluir minha conta e meus dados",
+        "meu marido faleceu e preciso encerrar a conta compartilhada. Prefiro tratar disso com"
+        " uma pessoa, por favor.",
     ],
 )
 def test_human_requests_phrased_many_ways(text: str) -> None:
@@ -430,6 +435,10 @@ def test_talk_about_other_people_is_not_a_human_request(text: str) -> None:
         # mel as the cause of what went wrong
         "boleto voltou e a culpa é sua, vc marcou como pago algo que eu nunca paguei",
         "por causa de vc eu e o Rafa brigamos a noite inteira",
+        "a culpa da briga aqui em casa é toda sua mel. vc disse q ele gastou 1200 no bar",
+        "robô de araque",
+        # told not to, and did it
+        "te pedi pra NÃO importar o cartão da minha esposa e tu importou tudo",
     ],
 )
 def test_frustration_without_the_spec_word_list(text: str) -> None:
@@ -467,6 +476,7 @@ def test_frustration_without_the_spec_word_list(text: str) -> None:
         "desinstalei o app do ifood pra parar de gastar kkkk quanto gastei la esse mes?",
         "dei 1 estrela pro uber, motorista horrivel. corrida foi 32,50",
         "vc pagou o barro da obra?",  # one typo from "burro", but about the partner's errand
+        "pedi pra ela não comprar e ela comprou, lança 90 de sapato",
     ],
 )
 def test_negative_words_about_something_else_are_not_frustration(text: str) -> None:
