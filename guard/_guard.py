@@ -38,7 +38,8 @@ frustrated or a request for a person, with the same canonical reply. It reads th
 words and the rules' signals (``_features``), and only messages with something a rule looks at
 (a key word, an emoji, "!!!", a weak signal): on the corpus and eight unseen batches, messages
 with none of those gave it 2 right verdicts in 12,944, at twice the cost of each. It never
-overrides a rule, and it never says loop.
+overrides a rule, and it never says loop. Nor is it asked when the signals the message may have
+could not make it give a kind (``_model.may_call``): about half the messages that reach it.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final, Literal, Protocol
 
-from guard._features import model_input
+from guard._features import model_input, model_may_call
 from guard._frustration import ANY_KEYS, CORRECTS, EMOJI, Message, is_frustrated
 from guard._human import KEYS, talks_of_others, wants_human
 from guard._loop import is_loop, repeats
@@ -194,6 +195,8 @@ def _by_model(raw: str, plain: list[str], message: Message | None) -> GuardVerdi
     Like the rules, it never calls praise or thanks with nothing sour frustration, nor talk
     the rules set aside as no request (someone else's plan or advice, curiosity) a request
     for a person."""
+    if not model_may_call(raw, plain, plain if message is None else message.kept()):
+        return _PASS
     words, glad = model_input(raw, plain, message)
     kind = model_kind(words)
     if kind == "human-request":

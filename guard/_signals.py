@@ -96,6 +96,10 @@ _PERSON: Final = _BIT.get("person", 0) | _BIT.get("staff", 0)
 _OWNER: Final = frozenset(("meu", "minha", "meus", "minhas", "nosso", "nossa"))
 
 
+# what ``Score.possible`` does not look for: found by context, or cheaper to assume there
+_ALWAYS_POSSIBLE: Final = ("theirs", "their_person", "laughter", "capitals")
+
+
 def _emoji_classes() -> dict[str, frozenset[str]]:
     return {name: emoji_set(f"score.emoji.{name}") for name in table("score.emoji")}
 
@@ -198,6 +202,7 @@ class Score:
         "_loud",
         "_pair",
         "_phrase_keys",
+        "_possible",
         "_quiet",
         "_short",
         "aimed",
@@ -289,6 +294,7 @@ class Score:
         self.quiet_words: Final[set[str]] = set()
         self._quiet = self.quiet_words
         self._bounds: dict[tuple[int, int], float] = {}
+        self._possible: dict[tuple[int, tuple[str, ...], bool, bool], frozenset[str]] = {}
         register(self)
         self._short: Final = max(self.weights.get("short", 0.0), 0.0)
 
@@ -341,6 +347,50 @@ class Score:
         if len(words) <= 3:
             total += self._short
         return total
+
+    def possible(self, words: list[str], raw: str) -> frozenset[str]:
+        """Every signal ``score`` may find in a message of these words (or of some of them)
+        and this raw text, and more: a cheap superset, for bounds of other weightings of the
+        same signals (the fallback model's). Cached by what it depends on."""
+        union, phrases, _ = _union(words)
+        emoji = (
+            tuple(name for name, found in _EMOJI.items() if not found.isdisjoint(raw))
+            if has_emoji(raw, _ALL_EMOJI)
+            else ()
+        )
+        key = (union | phrases, emoji, "!" in raw or "?" in raw, len(raw.split()) <= 3)
+        found = self._possible.get(key)
+        if found is None:
+            if len(self._possible) > _CACHE_LIMIT:
+                self._possible.clear()
+            found = self._possible[key] = self._possible_of(*key)
+        return found
+
+    def _possible_of(
+        self, bits: int, emoji: tuple[str, ...], marks: bool, short: bool
+    ) -> frozenset[str]:
+        """``possible`` of a message whose words (and phrases) have the signals ``bits``,
+        with these emoji classes, "!" or "?" (``marks``) and at most three words."""
+        names = {*_names_of(bits), *emoji, *_ALWAYS_POSSIBLE}
+        if "negation" in names:
+            names.update(("failure", "correction"))
+        if "praise" in names:
+            names.add("sarcasm")
+        if "deed" in names:
+            names.update(("blame", "recurring"))
+        if marks:
+            names.update(("shouting", "echo"))
+        if short:
+            names.add("short")
+        weights, twice = self.weights, self.twice
+        most = sum(
+            weights[name] * (2 if name in twice else 1)
+            for name in names
+            if weights.get(name, 0.0) > 0
+        )
+        if most >= self.threshold:  # ("elsewhere" is only looked for above the threshold)
+            names.update(("elsewhere", "elsewhere_target"))
+        return frozenset(names)
 
     def _phrase_triggers(self, filing: tuple[str, ...], words: list[str]) -> bool:
         """Whether a phrase of a trigger signal filed under one of the words is there."""

@@ -1,0 +1,164 @@
+"""The guard's shortcuts for speed change no verdict: each is checked against the long way
+on every message of the corpus, and on generated text.
+
+- normalisation maps Latin-1 text with one byte table instead of NFKD (``guard._text``);
+- a lexicon pattern runs in its faster form when it has one (``guard._spaced``);
+- the fallback model is skipped when the signals a message may have could not make it
+  give a kind (``Score.possible``, ``guard._model.may_call``)."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import unicodedata
+from functools import cache
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from guard import _frustration, _human, _text
+from guard._features import model_input, model_may_call
+from guard._frustration import Message
+from guard._lexicon import Pattern, Rules, tokens_of
+from guard._model import model_kind
+from guard._signals import FRUSTRATION
+from guard._spaced import spaced
+
+CORPUS = Path(__file__).resolve().parents[1] / "data" / "guard_corpus.jsonl"
+
+PATTERNS: list[Pattern] = [
+    pattern
+    for rules in vars(_frustration).values()
+    if isinstance(rules, Rules)
+    for pattern in rules.patterns
+] + [*_human.RULES, *_human.NOT_REQUESTS]
+
+
+@cache
+def _corpus_texts() -> tuple[str, ...]:
+    with CORPUS.open(encoding="utf-8") as lines:
+        texts = [text for line in lines for text in json.loads(line)["messages"]]
+    return tuple(dict.fromkeys(texts))
+
+
+def _nfkd_ascii(text: str) -> bytes:
+    return unicodedata.normalize("NFKD", text).encode("ascii", "ignore")
+
+
+def test_the_latin1_table_is_what_nfkd_makes_of_every_character() -> None:
+    for code in range(0x80, 0x100):
+        char = chr(code)
+        mapped = char.encode("latin-1").translate(_text._LATIN_TO_ASCII, _text._LATIN_DROPPED)
+        if mapped.isascii():
+            assert mapped == _nfkd_ascii(char), char
+        else:  # left for NFKD: the fractions
+            assert len(_nfkd_ascii(char)) > 1, char
+
+
+@given(st.text(alphabet=st.characters(max_codepoint=0x2FF), max_size=40))
+def test_normalisation_of_any_latin_text_is_what_nfkd_would_make(text: str) -> None:
+    lowered = text.lower()
+    assert " ".join(_text.normalized_words(text)) == _text.normalize(text)
+    if lowered.isascii() or not all(ord(c) < 0x100 for c in lowered):
+        return
+    # what the words would be had NFKD done it
+    words = _nfkd_ascii(lowered).decode("ascii")
+    assert _text.normalize(text) == _text.normalize(words)
+
+
+def test_most_patterns_have_a_faster_form() -> None:
+    assert sum(p.spaced is not None for p in PATTERNS) > 0.8 * len(PATTERNS)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        " x",  # starts with a space
+        "(?:^|voce )fala",  # an anchor at the start
+        "(?<= )foo",  # a lookbehind that could see the added space
+        "(?<! e)bar",
+        "foo(?: \\w+)? ",  # ends with a space
+        "(?:a|b)?c?",  # may match nothing
+        "[^a]b",
+        ".b",
+    ],
+)
+def test_spaced_refuses_what_it_cannot_prove(source: str) -> None:
+    assert spaced(source) is None
+
+
+def test_spaced_takes_word_bounded_patterns() -> None:
+    found = spaced("(?<!nao )(?:voce|tu) (?:e|es) (?:burr[oa]|lent[oa])s?(?= demais|$)")
+    assert found is not None
+    assert found.search(" tu e burra demais") is not None
+    assert found.search(" nao tu e burra") is None
+
+
+def _variants(text: str, rng: random.Random) -> list[str]:
+    """The text, and the text with a word taken out (a double space, as ``NEUTRALISE``
+    leaves)."""
+    words = text.split(" ")
+    if len(words) < 3:
+        return [text]
+    words[rng.randrange(len(words))] = ""
+    return [text, " ".join(words)]
+
+
+def _same(pattern: Pattern, text: str) -> None:
+    assert pattern.spaced is not None
+    assert (pattern.spaced.search(f" {text}") is None) == (pattern.regex.search(text) is None), (
+        pattern.regex.pattern[:80],
+        text,
+    )
+    assert pattern.spaced.sub("   ", f" {text}")[1:] == pattern.regex.sub("  ", text), (
+        pattern.regex.pattern[:80],
+        text,
+    )
+
+
+def test_faster_forms_find_and_replace_what_the_patterns_do_on_the_corpus() -> None:
+    rng = random.Random(7)
+    texts = [variant for raw in _corpus_texts() for variant in _variants(_text.normalize(raw), rng)]
+    tokens = [tokens_of(text.split(), text) for text in texts]
+    checked = 0
+    for pattern in PATTERNS:
+        if pattern.spaced is None:
+            continue
+        for text, words in zip(texts, tokens, strict=True):
+            if not pattern.keys or not pattern.keys.isdisjoint(words):  # where it runs
+                _same(pattern, text)
+                checked += 1
+    assert checked > 100_000
+
+
+@given(
+    st.lists(st.sampled_from(sorted({w for p in PATTERNS for w in p.keys})), max_size=8),
+    st.lists(st.sampled_from(["o", "a", "voce", "nao", "de", "mel", "e", ""]), max_size=8),
+)
+def test_faster_forms_agree_on_generated_text(keys: list[str], fillers: list[str]) -> None:
+    words = [w for pair in zip(keys, fillers, strict=False) for w in pair] + keys[len(fillers) :]
+    text = re.sub(r"^ +| +$", "", " ".join(words))
+    for pattern in PATTERNS:
+        if pattern.spaced is not None:
+            _same(pattern, text)
+
+
+def test_possible_signals_cover_every_signal_the_score_finds_in_the_corpus() -> None:
+    for raw in _corpus_texts():
+        message = Message(raw, _text.normalized_words(raw))
+        found = set(message.scored()[1])
+        assert found <= FRUSTRATION.possible(message.kept(), raw), raw
+
+
+def test_the_model_is_skipped_only_where_it_could_not_give_a_kind() -> None:
+    skipped = 0
+    for raw in _corpus_texts():
+        words = _text.normalized_words(raw)
+        message = Message(raw, words)
+        if not model_may_call(raw, words, message.kept()):
+            skipped += 1
+            assert model_kind(model_input(raw, words, message)[0]) is None, raw
+    assert skipped > 1000  # the shortcut is taken
