@@ -306,11 +306,10 @@ class Score:
 
     def may_be_glad(self, words: list[str], raw: str) -> bool:
         """Whether ``glad`` can hold for the message: a cheap test before reading it."""
-        bits = self._glad_bits
         return (
-            any(mask_of(w) & bits for w in words)
+            bool(_union(words)[0] & self._glad_bits)
             or not self._glad_phrase_keys.isdisjoint(words)
-            or not self._glad_emoji.isdisjoint(raw)
+            or has_emoji(raw, self._glad_emoji)
         )
 
     def quiet(self, words: list[str]) -> bool:
@@ -413,12 +412,12 @@ class Score:
             for name, emoji in _EMOJI.items():
                 if not emoji.isdisjoint(raw):
                     total += max(weights.get(name, 0.0), 0.0)
+            if not _EMOJI["roll"].isdisjoint(raw):  # an eye-roll takes the thanks off
+                total += max(-weights.get("cheer", 0.0), 0.0)
         if "!" in raw or "?" in raw:
             total += max(weights.get("shouting", 0.0), 0.0) + max(weights.get("echo", 0.0), 0.0)
         if raw != raw.lower():
             total += max(weights.get("capitals", 0.0), 0.0)
-        if not _EMOJI["roll"].isdisjoint(raw):  # an eye-roll takes the thanks off
-            total += max(-weights.get("cheer", 0.0), 0.0)
         return total
 
     def _word_bound(self, union: int, phrases: int) -> float:

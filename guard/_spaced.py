@@ -11,8 +11,9 @@ the corpus that halves the patterns' time.
 ``spaced`` proves the condition from the pattern's parse tree, conservatively: the match's
 first and last characters are a letter or a digit whatever branch or repeat is taken; no
 lookbehind can see the added space (each starts with a letter or a digit too); and no
-anchor but ``\\b`` and ``$`` (nor a negated class: any ``^``). Otherwise there is no faster
-form and the pattern runs as compiled. The unit tests check, for every pattern of the
+anchor but ``\\b``, ``$`` and ``^``, which becomes ``(?<=^ )``: the text's start is now just
+after the added space (nor a negated class, whose ``^`` is no anchor). Otherwise there is no
+faster form and the pattern runs as compiled. The unit tests check, for every pattern of the
 lexicon, that both forms find and replace the same on the corpus.
 """
 
@@ -26,7 +27,7 @@ from typing import Any, Final
 __all__ = ["spaced"]
 
 _WORD: Final = frozenset(map(ord, "abcdefghijklmnopqrstuvwxyz0123456789"))
-_UNSAFE: Final = ("^", "\\A", "\\B", "\\Z")
+_UNSAFE: Final = ("[^", "\\^", "\\A", "\\B", "\\Z")
 #: what holds a pattern the lookbehind walk does not look into (none of the lexicon uses them)
 _NOT_WALKED: Final = frozenset(
     getattr(sre, name) for name in ("ATOMIC_GROUP", "POSSESSIVE_REPEAT", "GROUPREF_EXISTS")
@@ -47,9 +48,9 @@ def _word_class(items: list[tuple[Any, Any]]) -> bool:
     return True
 
 
-def _edge(seq: list[tuple[Any, Any]], last: bool) -> bool:
+def _edge(seq: list[tuple[Any, Any]], last: bool, start: bool = False) -> bool:
     """Whether every match of ``seq`` starts (``last``: ends) with a letter or a digit,
-    and none is empty."""
+    and none is empty; at the ``start`` of the whole pattern, after a ``^`` or not."""
     if not seq:
         return False
     op, av = seq[-1] if last else seq[0]
@@ -64,16 +65,20 @@ def _edge(seq: list[tuple[Any, Any]], last: bool) -> bool:
         return _word_class(av)
     if op is sre.SUBPATTERN:
         _, add_flags, del_flags, inner = av
-        return not add_flags and not del_flags and _edge(then(inner), last)
+        return not add_flags and not del_flags and _edge(then(inner), last, start)
     if op is sre.BRANCH:
-        return all(_edge(then(branch), last) for branch in av[1])
+        return all(_edge(then(branch), last, start) for branch in av[1])
     if op is sre.MAX_REPEAT or op is sre.MIN_REPEAT:
         low, _, item = av
-        return _edge(then(item), last) and (low > 0 or _edge(rest, last))
-    if op is sre.AT:  # \b anywhere, $ at the end: zero-width
-        return (av is sre.AT_BOUNDARY or (last and av is sre.AT_END)) and _edge(rest, last)
+        return _edge(then(item), last, start) and (low > 0 or _edge(rest, last, start))
+    if op is sre.AT:  # zero-width: \b anywhere, $ at the end, ^ at the start
+        return (
+            av is sre.AT_BOUNDARY
+            or (last and av is sre.AT_END)
+            or (start and av is sre.AT_BEGINNING)
+        ) and _edge(rest, last, start)
     if op is sre.ASSERT or op is sre.ASSERT_NOT:  # zero-width
-        return _edge(rest, last)
+        return _edge(rest, last, start)
     return False
 
 
@@ -110,6 +115,7 @@ def spaced(source: str) -> re.Pattern[str] | None:
         tree = list(sre_parse.parse(source))
     except (re.error, AttributeError, TypeError, ValueError):  # (a private module changed)
         return None
-    if _edge(tree, False) and _edge(tree, True) and _lookbehinds_start_with_words(tree):
-        return re.compile(f" (?:{source})\\b")
+    if _edge(tree, False, start=True) and _edge(tree, True) and _lookbehinds_start_with_words(tree):
+        # the text's start is now just after the added space
+        return re.compile(f" (?:{source.replace('^', '(?<=^ )')})\\b")
     return None

@@ -77,7 +77,8 @@ def test_most_patterns_have_a_faster_form() -> None:
     "source",
     [
         " x",  # starts with a space
-        "(?:^|voce )fala",  # an anchor at the start
+        "(?<!^x)fala",  # an anchor a lookbehind sees
+        "a\\Bb",
         "(?<= )foo",  # a lookbehind that could see the added space
         "(?<! e)bar",
         "foo(?: \\w+)? ",  # ends with a space
@@ -95,6 +96,14 @@ def test_spaced_takes_word_bounded_patterns() -> None:
     assert found is not None
     assert found.search(" tu e burra demais") is not None
     assert found.search(" nao tu e burra") is None
+    # the text's start is just after the added space
+    at_start = spaced("(?:^|voce )fala")
+    assert at_start is not None
+    assert [at_start.search(f" {t}") is not None for t in ("fala", "voce fala", "ele fala")] == [
+        True,
+        True,
+        False,
+    ]
 
 
 def _variants(text: str, rng: random.Random) -> list[str]:
