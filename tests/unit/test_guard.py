@@ -501,6 +501,35 @@ def test_capitals_are_shouting_only_with_exclamation_marks() -> None:
     assert evaluate("Quero falar com um ATENDENTE").kind == "human-request"
 
 
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [
+        (
+            "minha sogra fala que app de finanças não presta, mas to provando o contrário com vc",
+            None,
+        ),
+        (
+            "minha mãe diz que robô não sabe de nada, mas vc acertou direitinho o valor da fatura",
+            None,
+        ),
+        # the couple agrees, or the complaint is their own
+        (
+            "meu marido disse que era dinheiro jogado fora assinar vc. odeio admitir mas ele"
+            " tava certo",
+            "frustrated",
+        ),
+        (
+            "meu marido acha que a culpa é minha mas a culpa é dessa porcaria de assistente",
+            "frustrated",
+        ),
+    ],
+)
+def test_someone_elses_opinion_the_couple_contradicts_is_no_frustration(
+    text: str, kind: str | None
+) -> None:
+    assert evaluate(text).kind == kind
+
+
 def test_capitals_that_correct_what_mel_was_told_are_shouting() -> None:
     assert evaluate("EU FALEI QUARENTA E DOIS REAIS, NÃO QUATROCENTOS E DOIS").kind == (
         "frustrated"
@@ -524,6 +553,13 @@ def test_capitals_that_correct_what_mel_was_told_are_shouting() -> None:
         "MEL DEU CERTO!!! IMPORTOU TUDINHO 🎉🎉",
         "pedi a fatura e vc me mandou o extrato, aí deu certo no segundo, obrigada",
         "foi por causa de você que eu comecei a economizar, obrigada mel",
+        # praise in angry words; good news shouted; getting out of the red
+        "nossa mel vc é boa demais, chega dá raiva de não ter usado antes kkkk",
+        "sério, você é a melhor coisa que instalei esse ano. que ódio que eu não te conheci antes",
+        "caralho mel, nunca vi minha vida financeira tão organizada",
+        "MEL!!! BATEMOS A META DA CASA!!! TÔ CHORANDO",
+        "MEL EU FUI PEDIDA EM NOIVADO!!!!! 💍💍 cria meta casamento AGORA",
+        "mel vc é foda demais, me ajudou a sair do vermelho kkkk",
     ],
 )
 def test_praise_or_thanks_with_nothing_sour_is_no_frustration(joy: str) -> None:
