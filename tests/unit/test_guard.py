@@ -477,6 +477,8 @@ def test_frustration_without_the_spec_word_list(text: str) -> None:
         "dei 1 estrela pro uber, motorista horrivel. corrida foi 32,50",
         "vc pagou o barro da obra?",  # one typo from "burro", but about the partner's errand
         "pedi pra ela não comprar e ela comprou, lança 90 de sapato",
+        "kkkkk que burro esse homem",
+        "quem criou vc? fiquei curiosa, é uma empresa de SP?",
     ],
 )
 def test_negative_words_about_something_else_are_not_frustration(text: str) -> None:
@@ -560,6 +562,7 @@ def test_capitals_that_correct_what_mel_was_told_are_shouting() -> None:
         "MEL!!! BATEMOS A META DA CASA!!! TÔ CHORANDO",
         "MEL EU FUI PEDIDA EM NOIVADO!!!!! 💍💍 cria meta casamento AGORA",
         "mel vc é foda demais, me ajudou a sair do vermelho kkkk",
+        "caralho mel kkkkk vc lembrou do aniversário de namoro no orçamento, que fofa",
     ],
 )
 def test_praise_or_thanks_with_nothing_sour_is_no_frustration(joy: str) -> None:
