@@ -312,11 +312,11 @@ def _by_rules(message: Message, wants_human: Callable[[str, Collection[str]], bo
             )
         # praise aimed at mel with a wink is irony ("super útil vc hein", "q gênio 🙃")
         if (
-            not PRAISE.keys.isdisjoint(tokens)
+            not PRAISE.keys.isdisjoint(kept)
             and not MEL.isdisjoint(tokens)
             and PARTNER.isdisjoint(tokens)  # "muito útil né amor 🙄": at the partner
             and (IRONY.search(padded, tokens) or (emoji and _winks(raw, tokens, padded)))
-            and PRAISE.search(padded, tokens)
+            and PRAISE.search(padded_kept, kept)
         ):
             return True
     if outburst and _glad(message):

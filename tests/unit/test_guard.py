@@ -478,6 +478,10 @@ def test_frustration_without_the_spec_word_list(text: str) -> None:
         "vc pagou o barro da obra?",  # one typo from "burro", but about the partner's errand
         "pedi pra ela não comprar e ela comprou, lança 90 de sapato",
         "kkkkk que burro esse homem",
+        # congratulations, ironic or not, to someone else
+        "ai ai, governo tá de parabéns, gasolina subindo 🤡 bora cortar gasto, o que vc sugere?",
+        "meu marido tá de parabéns, visse, gastou 300 em cerveja 🙃 lança em lazer no nome dele",
+        "parabéns pra mim né, estourei o orçamento de roupa de novo 🤡 registra 250 na renner",
         "quem criou vc? fiquei curiosa, é uma empresa de SP?",
     ],
 )
