@@ -241,6 +241,10 @@ class Meaning:
         return bool(self.topics or self.generic or self.intents or self.amounts or self.stems)
 
 
+# a number after these is a day of the month
+_DATE_WORDS: Final = frozenset(("dia", "vence", "vencimento", "venceu", "vencendo"))
+
+
 def _thousands(tokens: list[str], remaining: set[str]) -> set[str]:
     """``remaining`` with amounts written in thousands read as one number: "30 000" (from
     "30.000") and "30k" are 30000, like the spoken "30 mil"."""
@@ -252,6 +256,7 @@ def _thousands(tokens: list[str], remaining: set[str]) -> set[str]:
         elif (
             token.isdigit()
             and len(token) <= 3
+            and not (index and tokens[index - 1] in _DATE_WORDS)  # "dia 10, 189 reais"
             and index + 1 < len(tokens)
             and len(tokens[index + 1]) == 3
             and tokens[index + 1].isdigit()
@@ -304,9 +309,11 @@ def _meaning(text: str) -> Meaning:
     if "nao" in remaining:
         remaining -= _negated(tokens)
     dates = {
-        ("day", t) for i, t in enumerate(tokens) if i and tokens[i - 1] == "dia" and t.isdigit()
+        ("day", t)
+        for i, t in enumerate(tokens)
+        if i and tokens[i - 1] in _DATE_WORDS and t.isdigit()
     }
-    if dates:  # "até dia 24" is a date, not an amount
+    if dates:  # "até dia 24", "vence 10" are dates, not amounts
         remaining -= {value for _, value in dates}
     for word in remaining:
         found = _WORDS.get(word)
@@ -330,6 +337,13 @@ def _meaning(text: str) -> Meaning:
             periods.add((period_kind, value))
         else:
             groups[kind].add(name)
+    if "edit" in groups[_INTENT] and len(amounts) > 1:
+        # a value changed from one to another: the new one is meant ("corrige de 500 pra 50")
+        amounts -= {
+            t
+            for i, t in enumerate(tokens[:-2])
+            if tokens[i + 1] in ("pra", "para") and tokens[i + 2] in amounts
+        }
     return Meaning(
         frozenset(groups[_TOPIC]),
         frozenset(groups[_GENERIC]),

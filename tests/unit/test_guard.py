@@ -206,6 +206,22 @@ def test_follow_ups_and_acknowledgements_are_not_a_loop(texts: tuple[str, ...]) 
         # across languages, and what the couple owes
         ("me lembra de pagar a luz dia 10", "set a reminder: electricity bill", "lembrete da luz?"),
         ("to no vermelho?", "minha conta tá negativa?", "mel eu to devendo no banco ou não"),
+        # a due day said "vence 10"; the new value of a change; the partner's spending
+        (
+            "adiciona a conta de luz que vence dia 10, 189 reais",
+            "conta de luz 189 vencimento dia 10",
+            "coloca aí a energia, 189, vence 10",
+        ),
+        (
+            "corrige o lançamento de 500 pra 50",
+            "o gasto da farmácia é 50 e não 500, arruma",
+            "muda o valor da farmácia pra 50 reais",
+        ),
+        (
+            "oxe como eu vejo os gastos dela",
+            "quanto ela gastou?",
+            "mostra os lançamentos da minha esposa",
+        ),
     ],
 )
 def test_rephrasings_of_one_question_are_a_loop(texts: tuple[str, ...]) -> None:
@@ -225,6 +241,8 @@ def test_rephrasings_of_one_question_are_a_loop(texts: tuple[str, ...]) -> None:
         ("quanto gastei de luz?", "quando vence a luz?", "quanto foi a luz?"),
         ("saldo?", "e a fatura?", "e a meta da viagem?"),
         ("primeira pergunta", "segunda pergunta", "terceira pergunta"),
+        ("a luz vence dia 10", "na verdade vence 15", "vence 15, 189 reais"),
+        ("corrige de 500 pra 50", "não, de 50 pra 5", "muda de 5 pra 55"),
     ],
 )
 def test_corrections_months_and_other_questions_are_not_a_loop(texts: tuple[str, ...]) -> None:
