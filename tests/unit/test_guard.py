@@ -457,6 +457,7 @@ def test_talk_about_other_people_is_not_a_human_request(text: str) -> None:
         "robô de araque",
         # told not to, and did it
         "te pedi pra NÃO importar o cartão da minha esposa e tu importou tudo",
+        "pqp mel, vc errou de novo, eu que tenho que arrumar tudo",
     ],
 )
 def test_frustration_without_the_spec_word_list(text: str) -> None:
@@ -496,6 +497,7 @@ def test_frustration_without_the_spec_word_list(text: str) -> None:
         "vc pagou o barro da obra?",  # one typo from "burro", but about the partner's errand
         "pedi pra ela não comprar e ela comprou, lança 90 de sapato",
         "kkkkk que burro esse homem",
+        "ai meu deus eu sou muito burra, apertei errado de novo, apaga esse ultimo",
         # congratulations, ironic or not, to someone else
         "ai ai, governo tá de parabéns, gasolina subindo 🤡 bora cortar gasto, o que vc sugere?",
         "meu marido tá de parabéns, visse, gastou 300 em cerveja 🙃 lança em lazer no nome dele",
@@ -585,6 +587,10 @@ def test_capitals_that_correct_what_mel_was_told_are_shouting() -> None:
         "MEL EU FUI PEDIDA EM NOIVADO!!!!! 💍💍 cria meta casamento AGORA",
         "mel vc é foda demais, me ajudou a sair do vermelho kkkk",
         "caralho mel kkkkk vc lembrou do aniversário de namoro no orçamento, que fofa",
+        # amazement and curiosity
+        "vcs usam chatgpt? fiquei curiosa como a mel funciona por dentro",
+        "é sério que dá pra importar o extrato direto? que sinistro, não sabia",
+        "pelo preço que cobram a mel vale muito a pena, tava pagando o dobro em outro app",
     ],
 )
 def test_praise_or_thanks_with_nothing_sour_is_no_frustration(joy: str) -> None:
