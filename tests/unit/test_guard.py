@@ -337,6 +337,7 @@ def test_no_user_message_no_preempt() -> None:
         "vc consegue pedir pra um analista me ligar?",
         # someone to review it; closing the account as the reason for the request
         "Quero que alguém revise manualmente a divisão de despesas do mês passado, por favor",
+        "oi, a gente quer cancelar o plano casal, com quem eu falo?",
         "preciso de um atendimento humano, é sobre excluir minha conta e meus dados",
         "meu marido faleceu e preciso encerrar a conta compartilhada. Prefiro tratar disso com"
         " uma pessoa, por favor.",
@@ -380,6 +381,10 @@ def test_human_requests_phrased_many_ways(text: str) -> None:
         "vcs tem instagram? queria seguir pra ver as dicas",
         "tem gente de verdade que lê essas mensagens? só curiosidade mesmo kkk",
         "existe algum humano por trás da mel ou é tudo IA? só curiosidade msm",
+        # curiosity said first; asked only to know
+        "curiosidade: tem gente de verdade lendo essas mensagens ou é tudo automático?",
+        "vcs tem atendimento humano? só queria saber mesmo, por enquanto tá tudo certo",
+        "alguém de vcs lê essas conversas ou é tudo automático? pergunto só por privacidade",
     ],
 )
 def test_talk_about_other_people_is_not_a_human_request(text: str) -> None:
@@ -455,6 +460,7 @@ def test_talk_about_other_people_is_not_a_human_request(text: str) -> None:
         "por causa de vc eu e o Rafa brigamos a noite inteira",
         "a culpa da briga aqui em casa é toda sua mel. vc disse q ele gastou 1200 no bar",
         "robô de araque",
+        "ô inteligência artificial de araque",
         # told not to, and did it
         "te pedi pra NÃO importar o cartão da minha esposa e tu importou tudo",
         "pqp mel, vc errou de novo, eu que tenho que arrumar tudo",
@@ -498,6 +504,7 @@ def test_frustration_without_the_spec_word_list(text: str) -> None:
         "pedi pra ela não comprar e ela comprou, lança 90 de sapato",
         "kkkkk que burro esse homem",
         "ai meu deus eu sou muito burra, apertei errado de novo, apaga esse ultimo",
+        "como cancelo um lançamento que fiz errado?",
         # congratulations, ironic or not, to someone else
         "ai ai, governo tá de parabéns, gasolina subindo 🤡 bora cortar gasto, o que vc sugere?",
         "meu marido tá de parabéns, visse, gastou 300 em cerveja 🙃 lança em lazer no nome dele",
@@ -587,6 +594,7 @@ def test_capitals_that_correct_what_mel_was_told_are_shouting() -> None:
         "MEL EU FUI PEDIDA EM NOIVADO!!!!! 💍💍 cria meta casamento AGORA",
         "mel vc é foda demais, me ajudou a sair do vermelho kkkk",
         "caralho mel kkkkk vc lembrou do aniversário de namoro no orçamento, que fofa",
+        "PUTA QUE PARIU CAIU O DÉCIMO TERCEIROOOO 🤑🤑",
         # amazement and curiosity
         "vcs usam chatgpt? fiquei curiosa como a mel funciona por dentro",
         "é sério que dá pra importar o extrato direto? que sinistro, não sabia",
