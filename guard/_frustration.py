@@ -251,12 +251,15 @@ def is_frustrated(
     total, counts = message.scored()
     if total < FRUSTRATION.threshold or glad(FRUSTRATION, counts):
         return verdict
-    # with a request for a person, only a higher score is frustration
-    return (
-        total >= FRUSTRATION.threshold + FRUSTRATION.with_request
-        or not message.asks_for_person(wants_human)
-        or verdict
-    )
+    if not message.asks_for_person(wants_human):
+        return True
+    # with a request for a person, only a higher score is frustration, and what mel cannot do
+    # given as its reason does not count ("vc não consegue ler PDF né? tem alguém da equipe
+    # que consiga importar?")
+    if LIMITS.search(message.text, message.tokens, message.padded):
+        rest = LIMITS.sub("  ", message.text, message.tokens).split()
+        total = Message(message.raw, rest).scored()[0]
+    return total >= FRUSTRATION.threshold + FRUSTRATION.with_request or verdict
 
 
 def _glad(message: Message) -> bool:

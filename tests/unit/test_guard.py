@@ -222,6 +222,22 @@ def test_follow_ups_and_acknowledgements_are_not_a_loop(texts: tuple[str, ...]) 
             "quanto ela gastou?",
             "mostra os lançamentos da minha esposa",
         ),
+        # duplicates; adding the partner; settling up
+        (
+            "apaga os lançamentos duplicados de hoje",
+            "remove os gastos repetidos de hj",
+            "tira as duplicatas de hoje por favor",
+        ),
+        (
+            "adiciona meu marido na conta",
+            "como coloco o Rafael pra ver os gastos junto",
+            "quero compartilhar com meu esposo, como faço",
+        ),
+        (
+            "quem deve quem aqui em casa?",
+            "o acerto entre eu e a Ju tá como?",
+            "qnt eu tenho q passar pra ela esse mês",
+        ),
     ],
 )
 def test_rephrasings_of_one_question_are_a_loop(texts: tuple[str, ...]) -> None:
@@ -338,6 +354,15 @@ def test_no_user_message_no_preempt() -> None:
         # someone to review it; closing the account as the reason for the request
         "Quero que alguém revise manualmente a divisão de despesas do mês passado, por favor",
         "oi, a gente quer cancelar o plano casal, com quem eu falo?",
+        # in English and Spanish; what mel cannot do as the reason
+        "transfer me to an agent please",
+        "representative",
+        "anyone there? like, an actual person?",
+        "could someone from support give me a call? same number as this one",
+        "please have someone reach out to me, it's about my refund",
+        "¿puedo chatear con un agente de verdad?",
+        "prefiero que me atienda una persona, nada contra vos",
+        "vc não consegue ler PDF né? tem alguém da equipe que consiga importar pra mim?",
         "preciso de um atendimento humano, é sobre excluir minha conta e meus dados",
         "meu marido faleceu e preciso encerrar a conta compartilhada. Prefiro tratar disso com"
         " uma pessoa, por favor.",
@@ -385,6 +410,8 @@ def test_human_requests_phrased_many_ways(text: str) -> None:
         "curiosidade: tem gente de verdade lendo essas mensagens ou é tudo automático?",
         "vcs tem atendimento humano? só queria saber mesmo, por enquanto tá tudo certo",
         "alguém de vcs lê essas conversas ou é tudo automático? pergunto só por privacidade",
+        "are you a real person or a bot? just curious lol",
+        "my wife talked to someone at the bank about the loan",
     ],
 )
 def test_talk_about_other_people_is_not_a_human_request(text: str) -> None:
@@ -461,6 +488,8 @@ def test_talk_about_other_people_is_not_a_human_request(text: str) -> None:
         "a culpa da briga aqui em casa é toda sua mel. vc disse q ele gastou 1200 no bar",
         "robô de araque",
         "ô inteligência artificial de araque",
+        "tô pagando pra isso?? are you kidding me",
+        "how is this even 'AI'? my grandma's calculator is smarter than you",
         # told not to, and did it
         "te pedi pra NÃO importar o cartão da minha esposa e tu importou tudo",
         "pqp mel, vc errou de novo, eu que tenho que arrumar tudo",
@@ -503,6 +532,7 @@ def test_frustration_without_the_spec_word_list(text: str) -> None:
         "vc pagou o barro da obra?",  # one typo from "burro", but about the partner's errand
         "pedi pra ela não comprar e ela comprou, lança 90 de sapato",
         "kkkkk que burro esse homem",
+        "what a joke, the bank charged me twice. log 30 fee",
         "ai meu deus eu sou muito burra, apertei errado de novo, apaga esse ultimo",
         "como cancelo um lançamento que fiz errado?",
         # congratulations, ironic or not, to someone else
