@@ -256,9 +256,9 @@ def is_frustrated(
     # with a request for a person, only a higher score is frustration, and what mel cannot do
     # given as its reason does not count ("vc não consegue ler PDF né? tem alguém da equipe
     # que consiga importar?")
-    if LIMITS.search(message.text, message.tokens, message.padded):
-        rest = LIMITS.sub("  ", message.text, message.tokens).split()
-        total = Message(message.raw, rest).scored()[0]
+    rest = _without_limits(message)
+    if rest is not None:
+        total = rest.scored()[0]
     return total >= FRUSTRATION.threshold + FRUSTRATION.with_request or verdict
 
 
@@ -275,11 +275,20 @@ def _glad(message: Message) -> bool:
 def _only_limits(message: Message, wants_human: Callable[[str, Collection[str]], bool]) -> bool:
     """Whether the rules' only frustration is a calm statement of what mel cannot do, given
     as the reason for a request for a person in the same message (``LIMITS``)."""
-    text, tokens = message.text, message.tokens
-    if not LIMITS.search(text, tokens, message.padded) or not message.asks_for_person(wants_human):
-        return False
-    rest = LIMITS.sub("  ", text, tokens).split()
-    return not _by_rules(Message(message.raw, rest), wants_human)
+    rest = _without_limits(message)
+    return (
+        rest is not None
+        and message.asks_for_person(wants_human)
+        and not _by_rules(rest, wants_human)
+    )
+
+
+def _without_limits(message: Message) -> Message | None:
+    """The message without its calm statements of what mel cannot do (``LIMITS``), or None
+    when it has none."""
+    if not LIMITS.search(message.text, message.tokens, message.padded):
+        return None
+    return Message(message.raw, _without(LIMITS, message.text, message.tokens)[1])
 
 
 def _without(rules: Rules, text: str, words: list[str]) -> tuple[str, list[str], str]:
