@@ -8,8 +8,10 @@
   20-40 µs a message; so each pattern carries the words it cannot match without (``keys``,
   and optionally a second set, ``requires``) and runs only when the message holds them.
   ``tests/unit/test_guard_properties.py`` checks that every match holds a key. A pattern
-  whose matches start and end with a letter or a digit also runs in a faster form, that
-  ``re`` can scan for (``guard._spaced``).
+  without ``requires`` gets the words it needs read from its parse tree (``guard._needs``),
+  so that a common key alone ("disse", "suporte") does not run it. A pattern whose matches
+  start and end with a letter or a digit also runs in a faster form, that ``re`` can scan
+  for (``guard._spaced``).
 * ``fragment`` — a named regex piece; ``<name>`` inside a pattern inserts it, and a term
   list used as a fragment becomes an alternation of its (normalised, escaped) terms.
 
@@ -25,6 +27,7 @@ from collections.abc import Collection, Iterable
 from typing import Final
 
 from guard._data import LexiconError, string, strings, table
+from guard._needs import needs
 from guard._spaced import spaced
 from guard._text import normalize
 
@@ -282,6 +285,35 @@ class Pattern:
         return self.regex.search(text) is not None
 
 
+def _commonness(words: frozenset[str]) -> int:
+    return sum(len(_COMMON) - _RANK.get(word, len(_COMMON)) for word in words)
+
+
+def _needed(regex: re.Pattern[str], keys: frozenset[str]) -> frozenset[str]:
+    """Words a match of ``regex`` cannot do without (``guard._needs``), to run it only on
+    messages holding one as well as a key: of each alternative's sets, the one of the least
+    common words (and then the fewest), but not one of keys only when that makes them all
+    keys. Empty when some alternative has none, or when a message holding a key always holds
+    one of them."""
+    alternatives = needs(regex.pattern[5:-3], _RANK)
+    if not all(alternatives):
+        return frozenset()
+
+    def rank(words: frozenset[str]) -> tuple[int, int]:
+        return _commonness(words), len(words)
+
+    for avoid in (frozenset[str](), keys):
+        found = frozenset[str]().union(
+            *(
+                min((s for s in sets if not s <= avoid), key=rank, default=min(sets, key=rank))
+                for sets in alternatives
+            )
+        )
+        if not keys <= found:
+            return found
+    return frozenset()
+
+
 def patterns(path: str, value: object = None) -> tuple[Pattern, ...]:
     """The [[path]] pattern tables of lexicon.toml (or ``value``, named ``path``)."""
     if value is None:
@@ -299,7 +331,7 @@ def patterns(path: str, value: object = None) -> tuple[Pattern, ...]:
         regex = compile_pattern(string(f"{where}.regex", item["regex"]))
         keys = key_words(string(f"{where}.keys", item.get("keys", "")))
         requires = key_words(string(f"{where}.requires", item.get("requires", "")))
-        out.append(Pattern(keys, regex, requires))
+        out.append(Pattern(keys, regex, requires or _needed(regex, keys)))
     return tuple(out)
 
 

@@ -3,6 +3,8 @@ on every message of the corpus, and on generated text.
 
 - normalisation maps Latin-1 text with one byte table instead of NFKD (``guard._text``);
 - a lexicon pattern runs in its faster form when it has one (``guard._spaced``);
+- a lexicon pattern runs only on messages holding a word it cannot match without, read
+  from its parse tree (``guard._needs``), besides one of its keys;
 - the fallback model is skipped when the signals a message may have could not make it
   give a kind (``Score.possible``, ``guard._model.may_call``)."""
 
@@ -22,8 +24,9 @@ from hypothesis import strategies as st
 from guard import _frustration, _human, _text
 from guard._features import model_input, model_may_call
 from guard._frustration import Message
-from guard._lexicon import Pattern, Rules, tokens_of
+from guard._lexicon import Pattern, Rules, _needed, tokens_of
 from guard._model import model_kind
+from guard._needs import needs
 from guard._signals import FRUSTRATION
 from guard._spaced import spaced
 
@@ -153,6 +156,68 @@ def test_faster_forms_agree_on_generated_text(keys: list[str], fillers: list[str
     for pattern in PATTERNS:
         if pattern.spaced is not None:
             _same(pattern, text)
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("(?:quero|preciso) falar com (?:um |uma )?atendente", [{"quero", "preciso"}]),
+        # an optional word is no word a match needs; a repeat ending in a space starts one
+        ("(?:tu|voce) (?:e|es) (?:muito )?burr[oa]s?", [{"tu", "voce"}]),
+        ("^(?:\\w+ )?errad[oa]", [{"errado", "errada"}]),
+        ("(?:disse|diz)(?: que)? (?:\\w+ ){0,2}?(?:ligar|procurar)", [{"disse", "diz"}]),
+        ("(?:falar|conversar)(?: \\w+){0,4}", [{"falar", "conversar"}]),
+        # the word of each string: one not common, then the one most strings share
+        ("(?:que |a )?vergonha", [{"vergonha"}]),
+        # two alternatives: each its own
+        ("ja te disse|nunca mais", [{"ja"}, {"nunca"}]),
+        # lookarounds match nothing here (they only take matches away)
+        ("(?<!nao )gostei(?= muito)", [{"gostei"}]),
+    ],
+)
+def test_needs_reads_the_words_a_match_holds(source: str, expected: list[set[str]]) -> None:
+    common = ("que", "a", "te", "ja", "e", "muito")
+    found = needs(source, common)
+    assert len(found) == len(expected)
+    for sets, words in zip(found, expected, strict=True):
+        assert frozenset(words) in sets, (source, sets)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "(?:burro|\\w+)",  # an alternative that can be any word
+        "bur+o",  # too many strings
+        "(?:burro)?",  # may match nothing
+        "burr\\w*",  # a word that goes on
+        "burr[^x]o",  # a negated class
+        # a repeat that ends (starts) with a space bounds a word only after (before) an edge
+        "burr(?:\\w+ )?o",
+        "(?:falar|conversar)(?: \\w+)?x",
+    ],
+)
+def test_needs_finds_no_word_where_any_would_do(source: str) -> None:
+    assert not all(needs(source)), (source, needs(source))
+
+
+def test_most_patterns_run_only_with_words_they_need() -> None:
+    assert sum(bool(_needed(p.regex, p.keys)) for p in PATTERNS) > 0.8 * len(PATTERNS)
+
+
+def test_every_match_on_the_corpus_holds_a_word_its_pattern_needs() -> None:
+    rng = random.Random(11)
+    texts = [variant for raw in _corpus_texts() for variant in _variants(_text.normalize(raw), rng)]
+    words = [frozenset(text.split()) for text in texts]
+    checked = 0
+    for pattern in PATTERNS:
+        needed = _needed(pattern.regex, pattern.keys)
+        if not needed:
+            continue
+        for text, tokens in zip(texts, words, strict=True):
+            if needed.isdisjoint(tokens):
+                assert pattern.regex.search(text) is None, (pattern.regex.pattern[:80], text)
+                checked += 1
+    assert checked > 1_000_000
 
 
 def test_possible_signals_cover_every_signal_the_score_finds_in_the_corpus() -> None:
