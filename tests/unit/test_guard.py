@@ -366,6 +366,10 @@ def test_no_user_message_no_preempt() -> None:
         "preciso de um atendimento humano, é sobre excluir minha conta e meus dados",
         "meu marido faleceu e preciso encerrar a conta compartilhada. Prefiro tratar disso com"
         " uma pessoa, por favor.",
+        # cancelling, or a case too long for a bot, as the reason
+        "preciso de um atendente pra me ajudar a cancelar o plano",
+        "me passa pra alguém do suporte pra cancelar minha conta",
+        "preciso de alguém da equipe, é complicado de explicar pro robô",
     ],
 )
 def test_human_requests_phrased_many_ways(text: str) -> None:
@@ -540,6 +544,7 @@ def test_frustration_without_the_spec_word_list(text: str) -> None:
         "meu marido tá de parabéns, visse, gastou 300 em cerveja 🙃 lança em lazer no nome dele",
         "parabéns pra mim né, estourei o orçamento de roupa de novo 🤡 registra 250 na renner",
         "quem criou vc? fiquei curiosa, é uma empresa de SP?",
+        "a seguradora me enrolou o dia todo, que inferno",
     ],
 )
 def test_negative_words_about_something_else_are_not_frustration(text: str) -> None:
@@ -629,6 +634,10 @@ def test_capitals_that_correct_what_mel_was_told_are_shouting() -> None:
         "vcs usam chatgpt? fiquei curiosa como a mel funciona por dentro",
         "é sério que dá pra importar o extrato direto? que sinistro, não sabia",
         "pelo preço que cobram a mel vale muito a pena, tava pagando o dobro em outro app",
+        # "you're the best"; better than the others
+        "uai mel, cê é demais, nem acredito que fechou o mês",
+        "vc é bem mais esperta que a alexa kkk, ela nunca entendia nada",
+        "a mel é mais útil que o meu contador, ele é um inútil kkkk",
     ],
 )
 def test_praise_or_thanks_with_nothing_sour_is_no_frustration(joy: str) -> None:
@@ -642,6 +651,8 @@ def test_praise_or_thanks_with_nothing_sour_is_no_frustration(joy: str) -> None:
         "sério, vc é muito lerda",
         "pqp, errou de novo",
         "obrigada pela parceria 😒 jogou tudo na minha conta",
+        "tô pagando pra isso? o chatgpt faz melhor que vc",
+        "cancela minha conta, chega",
     ],
 )
 def test_the_same_exclamations_with_something_sour_stay_frustration(anger: str) -> None:
