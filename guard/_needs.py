@@ -5,9 +5,10 @@ words of ``a-z0-9`` with one space between. A stretch of ``X`` that lies between
 things a match must have there (a space, ``\\b``, ``^``, ``$`` or the pattern's own ends),
 and that can only match a few strings ("(?:preciso|quero) de", "burr[oa]s?"), matches whole
 words of the message. So every match holds, as a word of the message, one word of each of
-those strings: ``needs`` gives such a set of words (one per string, the rarest), for the
-stretch whose set is the rarest. A message holding none of them cannot match, whatever the
-pattern's hand-written ``keys`` say.
+those strings: ``needs`` gives such a set of words for each stretch of each top-level
+alternative (of each string, a word that is not common where it can). A message holding none
+of a stretch's words cannot match that alternative, whatever the pattern's hand-written
+``keys`` say; ``guard._lexicon`` picks the sets a pattern runs with.
 
 It is conservative: lookarounds are read as matching nothing (they only take matches away),
 and a stretch that can match too many strings, or any string at all (``\\w+``, ``.*``),
