@@ -258,15 +258,24 @@ class Terms:
 
 class Pattern:
     """A regex that runs only when the message holds one of ``keys`` (and, when given, one
-    of ``requires``); empty ``keys`` means it always runs. ``spaced`` is its faster form, to
-    search ``" " + text`` for, when it has one (``guard._spaced``)."""
+    of ``requires``); empty ``keys`` means it always runs. ``necessary`` says whether every
+    match holds a word of ``requires`` (else they are lexicon.toml's ``only_with``: a
+    condition). ``spaced`` is its faster form, to search ``" " + text`` for, when it has one
+    (``guard._spaced``)."""
 
-    __slots__ = ("keys", "regex", "requires", "spaced")
+    __slots__ = ("keys", "necessary", "regex", "requires", "spaced")
 
-    def __init__(self, keys: frozenset[str], regex: re.Pattern[str], requires: frozenset[str]):
+    def __init__(
+        self,
+        keys: frozenset[str],
+        regex: re.Pattern[str],
+        requires: frozenset[str],
+        necessary: bool = True,
+    ):
         self.keys: Final = keys
         self.regex: Final = regex
         self.requires: Final = requires
+        self.necessary: Final = necessary
         source = regex.pattern
         self.spaced: Final = (
             spaced(source[5:-3])
@@ -325,13 +334,17 @@ def patterns(path: str, value: object = None) -> tuple[Pattern, ...]:
         where = f"{path}[{index}]"
         if not isinstance(item, dict) or "regex" not in item:
             raise LexiconError(f"lexicon.toml: '{where}' needs a regex")
-        unknown = set(item) - {"keys", "requires", "regex"}
+        unknown = set(item) - {"keys", "requires", "only_with", "regex"}
         if unknown:
             raise LexiconError(f"lexicon.toml: '{where}' has unknown fields {sorted(unknown)}")
         regex = compile_pattern(string(f"{where}.regex", item["regex"]))
         keys = key_words(string(f"{where}.keys", item.get("keys", "")))
         requires = key_words(string(f"{where}.requires", item.get("requires", "")))
-        out.append(Pattern(keys, regex, requires or _needed(regex, keys)))
+        only_with = key_words(string(f"{where}.only_with", item.get("only_with", "")))
+        if requires and only_with:
+            raise LexiconError(f"lexicon.toml: '{where}' has both requires and only_with")
+        gate = requires or only_with or _needed(regex, keys)
+        out.append(Pattern(keys, regex, gate, necessary=not only_with))
     return tuple(out)
 
 

@@ -205,6 +205,7 @@ def test_most_patterns_run_only_with_words_they_need() -> None:
 
 
 def test_every_match_on_the_corpus_holds_a_word_its_pattern_needs() -> None:
+    """... and one of its ``requires``, unless lexicon.toml gave them as ``only_with``."""
     rng = random.Random(11)
     texts = [variant for raw in _corpus_texts() for variant in _variants(_text.normalize(raw), rng)]
     holding: dict[str, set[int]] = {}  # word → the texts that hold it
@@ -213,18 +214,22 @@ def test_every_match_on_the_corpus_holds_a_word_its_pattern_needs() -> None:
             holding.setdefault(word, set()).add(index)
     checked = 0
     for pattern in PATTERNS:
-        needed = _needed(pattern.regex, pattern.keys)
-        if not needed:
-            continue
-        # where the pattern would run but for the words it needs: a key and none of them
-        runs = set().union(*(holding.get(key, ()) for key in pattern.keys))
-        skipped = runs.difference(*(holding.get(word, ()) for word in needed))
-        for index in skipped:
-            assert pattern.regex.search(texts[index]) is None, (
-                pattern.regex.pattern[:80],
-                texts[index],
-            )
-        checked += len(skipped)
+        # the words read from the pattern, and the hand-written ones said to be needed too
+        for needed in (
+            _needed(pattern.regex, pattern.keys),
+            pattern.requires if pattern.necessary else frozenset(),
+        ):
+            if not needed:
+                continue
+            # where the pattern would run but for those words: a key and none of them
+            runs = set().union(*(holding.get(key, ()) for key in pattern.keys))
+            skipped = runs.difference(*(holding.get(word, ()) for word in needed))
+            for index in skipped:
+                assert pattern.regex.search(texts[index]) is None, (
+                    pattern.regex.pattern[:80],
+                    texts[index],
+                )
+            checked += len(skipped)
     assert checked > 100_000
 
 
