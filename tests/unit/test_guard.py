@@ -638,6 +638,7 @@ def test_capitals_that_correct_what_mel_was_told_are_shouting() -> None:
         "uai mel, cê é demais, nem acredito que fechou o mês",
         "vc é bem mais esperta que a alexa kkk, ela nunca entendia nada",
         "a mel é mais útil que o meu contador, ele é um inútil kkkk",
+        "vcs são arretados demais, já separaram tudo",  # (a plural the keys had missed)
     ],
 )
 def test_praise_or_thanks_with_nothing_sour_is_no_frustration(joy: str) -> None:
