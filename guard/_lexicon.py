@@ -210,6 +210,15 @@ def compile_pattern(source: str) -> re.Pattern[str]:
         raise LexiconError(f"lexicon.toml: bad pattern {source[:60]!r}...: {exc}") from None
 
 
+def _body(regex: re.Pattern[str]) -> str | None:
+    """What is inside the ``\\b(?:...)\\b`` that ``compile_pattern`` wraps a pattern in, or
+    None for a regex it did not make."""
+    source = regex.pattern
+    if source.startswith("\\b(?:") and source.endswith(")\\b"):
+        return source[5:-3]
+    return None
+
+
 class Terms:
     """Words and phrases; see the module docstring."""
 
@@ -276,12 +285,8 @@ class Pattern:
         self.regex: Final = regex
         self.requires: Final = requires
         self.necessary: Final = necessary
-        source = regex.pattern
-        self.spaced: Final = (
-            spaced(source[5:-3])
-            if source.startswith("\\b(?:") and source.endswith(")\\b")
-            else None
-        )
+        body = _body(regex)
+        self.spaced: Final = None if body is None else spaced(body)
 
     def search(self, text: str, tokens: Collection[str]) -> bool:
         """Whether the pattern matches the message."""
@@ -304,8 +309,9 @@ def _needed(regex: re.Pattern[str], keys: frozenset[str]) -> frozenset[str]:
     common words (and then the fewest), but not one of keys only when that makes them all
     keys. Empty when some alternative has none, or when a message holding a key always holds
     one of them."""
-    alternatives = needs(regex.pattern[5:-3], _RANK)
-    if not all(alternatives):
+    body = _body(regex)
+    alternatives = [] if body is None else needs(body, _RANK)
+    if not alternatives or not all(alternatives):
         return frozenset()
 
     def rank(words: frozenset[str]) -> tuple[int, int]:

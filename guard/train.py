@@ -27,7 +27,7 @@ After adding corpus lines::
     .venv/bin/python -m guard.eval --check tests/data/guard_corpus.jsonl
 
 ``--check`` writes nothing and exits 1 when ``--out`` differs from what training gives, by
-more than ``TOLERANCE`` in a number (it retrains: 35–45 s on 21,790 lines).
+more than ``TOLERANCE`` in a number (it retrains: about a minute on 28,030 lines).
 ``--check-inputs`` exits 1 unless ``--out`` was trained on the examples the corpus gives today
 (``model.json`` records their SHA-256: each line's class and ``model_input`` words, which an
 edit of the corpus, the normalisation or the signals changes) with today's settings; it takes
