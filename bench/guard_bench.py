@@ -16,10 +16,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TypeVar
 
 from bench import guard_v1
 from guard import ConversationGuard, GuardInput, _loop
+from guard.eval import load_corpus
 
 T = TypeVar("T")
 
@@ -118,6 +120,18 @@ MOSTLY_ORDINARY_MIX = (
     ORDINARY_INPUTS * 30 + HARD_NEGATIVE_INPUTS * 2 + FRUSTRATED_INPUTS + HUMAN_INPUTS + LOOP_INPUTS
 )
 WORST_CASE = [GuardInput([_user("gastei muito esse mês com mercado e farmácia, " * 220)], 2)]
+#: The guard's labelled corpus: text written to be hard for it, by others and blind, and
+#: longer than the mix's (a median of 51 characters to the last message against 30).
+CORPUS = Path(__file__).resolve().parents[1] / "tests" / "data" / "guard_corpus.jsonl"
+CORPUS_STEP = 10
+
+
+def corpus_sample() -> list[GuardInput]:
+    """Every ``CORPUS_STEP``-th case of the corpus, as the guard is asked about it."""
+    return [
+        GuardInput(_conversation(*case.messages), case.past_turns)
+        for case in load_corpus(CORPUS)[::CORPUS_STEP]
+    ]
 
 
 def _per_call_seconds(function: Callable[[T], object], items: Sequence[T]) -> float:
@@ -230,6 +244,7 @@ def run() -> list[tuple[str, str]]:
         ("  human-request", HUMAN_INPUTS),
         ("  loop (3 user turns, past_turns ≥ 2)", LOOP_INPUTS),
         ("  10 000 characters (clipped)", WORST_CASE),
+        (f"labelled corpus, every {CORPUS_STEP}th case (written to be hard)", corpus_sample()),
     ):
         rows.append(_timing(label, inputs)[0])
     rows.append(_cold_loop_row())
