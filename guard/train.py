@@ -25,6 +25,10 @@ After adding corpus lines::
 
     .venv/bin/python -m guard.train tests/data/guard_corpus.jsonl
     .venv/bin/python -m guard.eval --check tests/data/guard_corpus.jsonl
+    .venv/bin/python -m guard.eval --check tests/data/guard_heldout.jsonl
+
+Never train on ``tests/data/guard_heldout.jsonl``: it measures the guard on text it has not
+seen (``docs/guard-blind-batches.md``).
 
 ``--check`` writes nothing and exits 1 when ``--out`` differs from what training gives, by
 more than ``TOLERANCE`` in a number (it retrains: about a minute on 28,030 lines).
