@@ -208,7 +208,11 @@ def test_follow_ups_and_acknowledgements_are_not_a_loop(texts: tuple[str, ...]) 
         ("to no vermelho?", "minha conta tá negativa?", "mel eu to devendo no banco ou não"),
         # what is left to pay is what the couple owes
         ("quanto falta pagar do fotógrafo?", "saldo devedor do fotógrafo", "fotógrafo devo quanto"),
-        ("quanto falta pagar pro Pedro?", "saldo devedor com o Pedro", "quanto ainda devo pro Pedro"),
+        (
+            "quanto falta pagar pro Pedro?",
+            "saldo devedor com o Pedro",
+            "quanto ainda devo pro Pedro",
+        ),
         # a due day said "vence 10"; the new value of a change; the partner's spending
         (
             "adiciona a conta de luz que vence dia 10, 189 reais",
