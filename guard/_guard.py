@@ -229,6 +229,7 @@ class ConversationGuard:
         if (
             _KEY_WORDS.isdisjoint(words)
             and raw.count("!") < 3
+            and raw.count("?") < 3  # (shouting, which the scores count whatever the words)
             # capitals that correct mel need no "!!!" ("PARA DE ME MANDAR ESSE MENU")
             and (CORRECTS.keys.isdisjoint(words) or raw == raw.lower())
             and not has_emoji(raw, _EMOJI)

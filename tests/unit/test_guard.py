@@ -753,6 +753,14 @@ def test_long_messages_are_clipped_but_keep_head_and_tail() -> None:
     assert evaluate(filler + " quero falar com um atendente").kind == "human-request"
 
 
+def test_a_verdict_does_not_depend_on_what_the_guard_saw_before() -> None:
+    """Shouting in questions with words the scores have filed as quiet (after the first
+    evaluation): a shortcut that skipped the scores for quiet words missed the "???"."""
+    for _ in range(2):
+        assert evaluate("MEL??? CADE VC???", past=1).kind == "frustrated"
+        assert evaluate("OI??? VC TA AI MEL???").kind == "frustrated"
+
+
 def test_role_variants_count_as_user() -> None:
     import enum
 
