@@ -2,7 +2,9 @@
 cost of the LLM round trip a preempt saves, and the current guard against v1.
 
 ``bench/guard_v1`` is a frozen copy of the first guard; both are timed on the same inputs in
-the same run, so the v2 / v1 ratio holds even on a noisy machine.
+the same run, so the v2 / v1 ratio holds even on a noisy machine. v1 runs as pure Python; v2
+as ``make`` builds it (compiled with mypyc, ``guard.native``) unless ``MEL_GUARD_PURE`` is set:
+the table says which.
 
 The machine is shared and noisy, so besides absolute figures (best of a few rounds, as
 ``timeit`` does) the table gives ratios against baselines measured in the same run: a
@@ -20,7 +22,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from bench import guard_v1
-from guard import ConversationGuard, GuardInput, _loop
+from guard import COMPILED, ConversationGuard, GuardInput, _loop
 from guard.eval import load_corpus
 
 T = TypeVar("T")
@@ -235,7 +237,11 @@ def run() -> list[tuple[str, str]]:
     mix_row, mix_s = _timing("typical mix: µs per evaluation (same inputs, same run)", MIX)
     call_s = _per_call_seconds(_noop, MIX)
     lower_s = _per_call_seconds(str.lower, texts)
-    rows = [mix_row, ("typical mix, current guard", f"{1 / mix_s:,.0f} evaluations/s")]
+    rows = [
+        ("v2 runs", "compiled with mypyc (guard.native)" if COMPILED else "as pure Python"),
+        mix_row,
+        ("typical mix, current guard", f"{1 / mix_s:,.0f} evaluations/s"),
+    ]
     for label, inputs in (
         ("mix of 90 % ordinary messages (an assumption)", MOSTLY_ORDINARY_MIX),
         ("  ordinary", ORDINARY_INPUTS),

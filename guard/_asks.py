@@ -13,7 +13,7 @@ from guard._typos import MEL_WORDS, fix_typos
 __all__ = ["asks_for_person"]
 
 
-def asks_for_person(text: str) -> bool:
+def asks_for_person(text: object) -> bool:
     """True when ``text`` asks to talk to a person (the guard's human-request detector on
     one message, without the priority of frustration). Never raises."""
     if not isinstance(text, str) or not text.strip():

@@ -75,15 +75,16 @@ LOOP_MIN_PAST_TURNS: Final = 2
 class MessageLike(Protocol):
     """Anything with a role and a content, e.g. ``agent.ChatMessage``.
 
-    At run time anything is tolerated: a message whose role is not ``"user"`` is skipped,
-    a content that is not a string counts as empty.
+    Anything is tolerated (hence ``object``, which the compiled guard checks no further): a
+    message whose role is not ``"user"`` (or an Enum member of that value) is skipped, a
+    content that is not a string counts as empty.
     """
 
     @property
-    def role(self) -> str: ...
+    def role(self) -> object: ...
 
     @property
-    def content(self) -> str | None: ...
+    def content(self) -> object: ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -75,7 +75,7 @@ def _is_yes_emoji(text: str) -> bool:
     return found
 
 
-def accepts_human_offer(text: str) -> bool:
+def accepts_human_offer(text: object) -> bool:
     """Whether ``text`` is a short yes to waiting for a person (see the module docstring)."""
     if not isinstance(text, str) or len(text) > _MAX_CHARS:
         return False

@@ -20,10 +20,11 @@ import pytest
 
 import gateway.bootstrap as bootstrap
 from agent.cassette import CassetteLLM
+from agent.routing import session_control
 from gateway.replay import Filters, RawDelivery, RawLog, export_line, read_export
 from gateway.replay.cli import arun_replay, build_parser, run_replay
 from gateway.settings import Settings
-from guard import GUARD_RESPONSE_FRUSTRATED, GuardVerdict
+from guard import GUARD_RESPONSE_FRUSTRATED, ConversationGuard, GuardInput, GuardVerdict
 from tests.e2e.conftest import ACCOUNT_SID, AUTH_TOKEN, META_SECRET, Gateway
 from tests.fakes.llm import FakeLLM
 from tests.fakes.payloads import meta_text_payload
@@ -424,7 +425,16 @@ async def test_diff_is_identical_with_a_cassette_and_shows_a_changed_guard_reply
 
     # a deliberate change of a canonical reply: exactly that reply shows up
     new_reply = "Poxa, sinto muito. Me diz em poucas palavras o que tu precisa?"
-    monkeypatch.setattr("guard._guard._FRUSTRATED", GuardVerdict(True, "frustrated", new_reply))
+
+    class ChangedGuard:
+        @staticmethod
+        def evaluate(guard_input: GuardInput) -> GuardVerdict:
+            verdict = ConversationGuard.evaluate(guard_input)
+            if verdict.kind == "frustrated":
+                return GuardVerdict(True, "frustrated", new_reply)
+            return verdict
+
+    monkeypatch.setattr(session_control, "ConversationGuard", ChangedGuard)
     changed: Gateway = await start_gateway(mel_redis_prefix="changed")
     assert await cli("diff", "--since", "10m", "--to", changed.url(""),
                      "--target-prefix", "changed", "--wait", "20") == 1  # fmt: skip

@@ -57,6 +57,7 @@ def rules_alone(
         ("oi mel td bem? me ve um atendente ai rapidinho", "human-request"),
     ],
 )
+@pytest.mark.pure_python
 def test_the_model_catches_phrasings_the_rules_miss(
     monkeypatch: pytest.MonkeyPatch, text: str, kind: str
 ) -> None:
@@ -102,6 +103,7 @@ def test_ordinary_messages_and_hard_negatives_stay_none(text: str) -> None:
     assert evaluate(text).kind is None
 
 
+@pytest.mark.pure_python
 def test_the_model_never_overrides_the_rules(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_guard, "model_kind", lambda words: "frustrated")
     assert evaluate("quero falar com um atendente").kind == "human-request"
@@ -112,6 +114,7 @@ def test_the_model_never_overrides_the_rules(monkeypatch: pytest.MonkeyPatch) ->
     assert evaluate("vou ligar pro suporte da vivo").kind == "human-request"
 
 
+@pytest.mark.pure_python
 def test_what_a_rule_set_aside_the_model_cannot_take_back(monkeypatch: pytest.MonkeyPatch) -> None:
     """Praise with nothing sour is no frustration, someone else's advice no request, whatever
     the model says."""
@@ -122,6 +125,7 @@ def test_what_a_rule_set_aside_the_model_cannot_take_back(monkeypatch: pytest.Mo
     assert evaluate(text).kind is None
 
 
+@pytest.mark.pure_python
 def test_a_message_no_rule_looks_at_never_reaches_the_model(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
