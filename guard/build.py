@@ -17,7 +17,8 @@ __all__ = ["build"]
 
 def build(directory: Path = DIRECTORY) -> None:
     """Compile ``MODULES`` with mypyc into ``directory`` (replacing what is there), from a
-    copy of the sources, and write the manifest last: a build that fails leaves none."""
+    copy of the sources. A compile that fails leaves the last build as it was, and the
+    manifest is written last, so a build cut short is never used."""
     digests = {module: digest(module) for module in MODULES}
     with tempfile.TemporaryDirectory(prefix="guard-native-") as scratch:
         work = Path(scratch)

@@ -39,8 +39,8 @@ SOURCES: Final = Path(__file__).resolve().parent
 DIRECTORY: Final = SOURCES.parent / "build" / "guard-native"
 #: Set (to anything) to run the guard as pure Python even when a build is there.
 PURE_ENV: Final = "MEL_GUARD_PURE"
-#: The modules compiled: all the guard's own but this one, the package and the tools (build,
-#: eval, train).
+#: The modules compiled: the guard's private ones (``guard/_*.py``), not the package, this
+#: module or the tools (build, eval, train).
 MODULES: Final = tuple(
     sorted(path.stem for path in SOURCES.glob("_*.py") if path.stem != "__init__")
 )
