@@ -59,7 +59,7 @@ from guard._responses import (
     GUARD_RESPONSE_HUMAN_REQUEST,
     GUARD_RESPONSE_LOOP,
 )
-from guard._signals import FRUSTRATION, HUMAN, TRIGGER_EMOJI
+from guard._signals import FRUSTRATION, HUMAN, loud
 from guard._text import MAX_CHARS, clip, has_emoji, normalized_words
 from guard._typos import MAX_WORDS as TYPO_MAX_WORDS
 from guard._typos import MEL_WORDS, fix_typos
@@ -110,14 +110,12 @@ class GuardVerdict:
 
 _PASS: Final = GuardVerdict(preempt=False)
 # Words some frustration or human-request rule needs: a message with none of them (and no
-# emoji, no "!!!") can only be a loop.
+# emoji, no "!!!" or "???") can only be a loop.
 _KEY_WORDS: Final = ANY_KEYS | KEYS
 _F_QUIET: Final = FRUSTRATION.quiet_words
 _H_QUIET: Final = HUMAN.quiet_words
 _F_THRESHOLD: Final = FRUSTRATION.threshold
 _H_THRESHOLD: Final = HUMAN.threshold
-# Emoji some frustration rule or the weak signals look at.
-_EMOJI: Final = EMOJI | TRIGGER_EMOJI
 _FRUSTRATED: Final = GuardVerdict(True, "frustrated", GUARD_RESPONSE_FRUSTRATED)
 _HUMAN_REQUEST: Final = GuardVerdict(True, "human-request", GUARD_RESPONSE_HUMAN_REQUEST)
 _LOOP: Final = GuardVerdict(True, "loop", GUARD_RESPONSE_LOOP)
@@ -229,11 +227,12 @@ class ConversationGuard:
             words = fix_typos(words)  # "esse bot nao fucniona", "falr com atendnte"
         if (
             _KEY_WORDS.isdisjoint(words)
-            and raw.count("!") < 3
-            and raw.count("?") < 3  # (shouting, which the scores count whatever the words)
+            # no "!!!", "???" or emoji a score counts whatever the words (then words the
+            # scores filed as quiet need no bound)
+            and not loud(raw)
             # capitals that correct mel need no "!!!" ("PARA DE ME MANDAR ESSE MENU")
             and (CORRECTS.keys.isdisjoint(words) or raw == raw.lower())
-            and not has_emoji(raw, _EMOJI)
+            and not has_emoji(raw, EMOJI)
             and (_F_QUIET.issuperset(words) or FRUSTRATION.bound(words, raw) < _F_THRESHOLD)
             and (_H_QUIET.issuperset(words) or HUMAN.bound(words, "") < _H_THRESHOLD)
         ):

@@ -241,8 +241,8 @@ class Meaning:
         return bool(self.topics or self.generic or self.intents or self.amounts or self.stems)
 
 
-# a number after these is a day of the month
-_DATE_WORDS: Final = frozenset(("dia", "vence", "vencimento", "venceu", "vencendo"))
+# a number after these is a day of the month ([loop] day_words)
+_DATE_WORDS: Final = frozenset(normalize(word) for word in strings("loop.day_words"))
 
 
 def _thousands(tokens: list[str], remaining: set[str]) -> set[str]:

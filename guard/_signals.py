@@ -79,6 +79,7 @@ __all__ = [
     "Reading",
     "Score",
     "glad",
+    "loud",
     "mask_of",
     "plain_score",
     "read",
@@ -181,8 +182,9 @@ def _union(words: list[str]) -> tuple[int, int, tuple[str, ...]]:
 _LAST: list[tuple[object, tuple[int, int, tuple[str, ...]]]] = [(None, (0, 0, ()))]
 
 
-def _loud_raw(raw: str) -> bool:
-    """An emoji that can raise a score, or shouting."""
+def loud(raw: str) -> bool:
+    """An emoji that can raise a score, or shouting: what a score counts in a message whose
+    words are all quiet (``Score.bound``)."""
     return raw.count("!") >= 3 or raw.count("?") >= 3 or has_emoji(raw, TRIGGER_EMOJI)
 
 
@@ -326,14 +328,14 @@ class Score:
         Words are sorted once into quiet ones (no trigger, no trigger phrase filed under
         them) and loud ones, so that most messages cost one set operation."""
         quiet = self._quiet
-        if quiet.issuperset(words) and not (raw and _loud_raw(raw)):
+        if quiet.issuperset(words) and not (raw and loud(raw)):
             return -1.0
         union, phrases, filing = _union(words)
         if not (
             union & self.trigger
             or (self._pair and union & self._pair == self._pair)
             or (filing and self._phrase_triggers(filing, words))
-            or (raw and _loud_raw(raw))
+            or (raw and loud(raw))
         ):
             return -1.0
         total = self._bounds.get((union, phrases))
